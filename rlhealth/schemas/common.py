@@ -1,0 +1,47 @@
+"""Shared pieces of the wire contract: the base model, time handling and source identity."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+
+def _as_utc(value: datetime) -> datetime:
+    # Naive datetimes are taken as UTC: every producer of ours converts before sending.
+    if value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc)
+
+
+UtcDatetime = Annotated[datetime, AfterValidator(_as_utc)]
+
+
+class Model(BaseModel):
+    """Base of every wire model: unknown fields are an error, never silently dropped."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Source(Model):
+    """Where an event came from. Every field is optional: shippers fill what they know."""
+
+    cluster: str | None = None
+    host: str | None = Field(default=None, description="host name or pod name")
+    rank: int | None = None
+    stream: str | None = Field(default=None, description="file path or stream name, e.g. logs/pod_rank0.log")
+    attempt: int | None = Field(default=None, description="scheduler attempt / generation / SLURM leg index")
+    shipper: str | None = Field(default=None, description="id of the shipper that produced the event")
+
+
+class EventBase(Model):
+    """Fields every event carries. `event_time` is the source's time; `ingest_time` the shipper's."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    job_id: str = Field(min_length=1, max_length=256)
+    event_time: UtcDatetime
+    ingest_time: UtcDatetime | None = None
+    source: Source = Field(default_factory=Source)

@@ -1,0 +1,115 @@
+"""The verdict: one KILL / NO-KILL recommendation with per-gate status and evidence."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from rlhealth.schemas.common import Model, UtcDatetime
+
+GateStatus = Literal["PASS", "FAIL", "UNKNOWN"]
+VerdictValue = Literal["KILL", "NO-KILL"]
+Confidence = Literal["high", "medium", "low"]
+JobStatus = Literal["ALIVE", "WEDGED", "TERMINAL", "UNKNOWN"]
+
+
+class EvidenceRef(Model):
+    """Where a piece of evidence can be found again: a Kafka record or a file offset."""
+
+    topic: str | None = None
+    partition: int | None = None
+    offset: int | None = None
+    file: str | None = None
+    file_offset: int | None = None
+    line_no: int | None = None
+
+
+class Evidence(Model):
+    source: str = Field(description="log stream, GPU host, trial, state poll, ...")
+    event_time: UtcDatetime | None = None
+    text: str = Field(max_length=4000)
+    ref: EvidenceRef | None = None
+    rule_id: str | None = None
+
+
+class Gate(Model):
+    status: GateStatus = "UNKNOWN"
+    summary: str = ""
+    evidence: list[Evidence] = Field(default_factory=list, max_length=20)
+
+
+class Gates(Model):
+    A: Gate = Field(default_factory=Gate, description="liveness")
+    B: Gate = Field(default_factory=Gate, description="resources")
+    C: Gate = Field(default_factory=Gate, description="rollouts")
+
+
+class Restarts(Model):
+    burned: int | None = None
+    max: int | None = None
+    same_failure: bool | None = None
+    summary: str = ""
+
+
+class Verdict(Model):
+    schema_version: Literal[1] = 1
+    job_id: str
+    verdict: VerdictValue
+    confidence: Confidence
+    job_status: JobStatus
+    escalate: bool = False
+    restarts: Restarts = Field(default_factory=Restarts)
+    gates: Gates = Field(default_factory=Gates)
+    reasoning: str
+    next_steps: list[str] = Field(default_factory=list)
+    evidence: list[Evidence] = Field(default_factory=list, max_length=40)
+    produced_at: UtcDatetime
+    rule_packs: dict[str, str] = Field(default_factory=dict, description="rule pack id -> version")
+    seq: int = Field(default=0, ge=0, description="per-job sequence number; consumers drop seq <= last seen")
+    headline: str = Field(default="", description="model, geometry and stage in one line")
+    captured: str | None = Field(default=None, description="capture directory or stream the verdict was judged from")
+
+    def same_call(self, other: "Verdict | None") -> bool:
+        """True when a consumer would see no change: same verdict, status, confidence and gate statuses."""
+        if other is None:
+            return False
+        return (
+            self.verdict == other.verdict
+            and self.job_status == other.job_status
+            and self.confidence == other.confidence
+            and self.escalate == other.escalate
+            and [g.status for g in (self.gates.A, self.gates.B, self.gates.C)]
+            == [g.status for g in (other.gates.A, other.gates.B, other.gates.C)]
+        )
+
+
+def render_text(v: Verdict) -> str:
+    """The verdict block of the deep probe's section 5, as plain text."""
+    r = v.restarts
+    if r.burned is None:
+        restarts = "unknown"
+    else:
+        remaining = "?" if r.max is None else str(max(r.max - r.burned, 0))
+        restarts = f"{r.burned}/{'?' if r.max is None else r.max} burned, remaining {remaining}"
+    restart_note = r.summary or ("none" if not r.burned else "")
+    names = {"A": "liveness", "B": "resources", "C": "rollouts"}
+    lines = [
+        f"RL-JOB-HEALTH — {v.job_id} ({v.headline or 'model/geometry/stage unknown'}) captured: {v.captured or '-'}",
+        f"VERDICT: {v.verdict} confidence: {v.confidence}   job_status: {v.job_status}"
+        + ("   ESCALATE" if v.escalate else ""),
+        f"Restarts: {restarts} — {restart_note}",
+    ]
+    for key in ("A", "B", "C"):
+        gate: Gate = getattr(v.gates, key)
+        lines.append(f"Gate {key} ({names[key]}): {gate.status} — {gate.summary}")
+    lines.append(f"REASONING: {v.reasoning}")
+    label = "NEXT STEPS (if KILL)" if v.verdict == "KILL" else "NEXT STEPS (if NO-KILL)"
+    lines.append(f"{label}:")
+    lines.extend(f"  - {step}" for step in v.next_steps)
+    if v.evidence:
+        lines.append("EVIDENCE:")
+        for ev in v.evidence:
+            when = ev.event_time.strftime("%Y-%m-%dT%H:%M:%SZ") if ev.event_time else "-"
+            lines.append(f"  [{when}] {ev.source}: {ev.text}")
+    return "\n".join(lines)
