@@ -22,7 +22,7 @@ COMMANDS: dict[str, str] = {
     "worker": "rlhealth.cli.streaming:worker",
     "verdicts": "rlhealth.cli.streaming:verdicts",
     "replay": "rlhealth.cli.streaming:replay",
-    "topics": "rlhealth.cli.streaming:topics",
+    "topics": "rlhealth.cli.topics:topics",
 }
 
 HELP = {
