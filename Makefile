@@ -1,0 +1,78 @@
+# rlhealth developer targets. `make test` is what CI runs (.ci/run).
+#
+#   make setup        .venv with python >= 3.11 and `pip install -e '.[test]' -c constraints.txt`
+#   make test         setup, start a Kafka broker (unless KAFKA_BOOTSTRAP is set), pytest, stop the broker
+#   make demo         probe the example capture, embedded (no Kafka)
+#   make kafka-start  start the dev broker (.kafka/), prints its bootstrap address
+#   make kafka-stop   stop it
+#   make bench        run every bench/*.py
+#   make clean        stop brokers, remove .venv, .kafka and caches (the Kafka jar cache is kept)
+#
+# PYTEST_ARGS="-k foo -x" passes arguments to pytest.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := test
+
+VENV        := .venv
+PY          := $(VENV)/bin/python
+PYTHON      ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
+                 command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
+                 && { command -v $$p; break; }; done)
+KAFKA_SH    := scripts/kafka.sh
+# The test broker has its own state dir, so `make test` never stops a broker started by `make kafka-start`.
+TEST_KAFKA_DIR := $(CURDIR)/.kafka/make-test
+STAMP       := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: setup test demo kafka-start kafka-stop bench clean
+
+setup: $(STAMP)
+
+# Reinstall when the dependency declarations change.
+$(STAMP): pyproject.toml constraints.txt
+	@if [ ! -x "$(PY)" ]; then \
+	  if [ -z "$(PYTHON)" ]; then echo "make setup: need python >= 3.11 (set PYTHON=...)" >&2; exit 1; fi; \
+	  echo "creating $(VENV) with $(PYTHON)"; \
+	  "$(PYTHON)" -m venv "$(VENV)"; \
+	fi
+	$(PY) -m pip install -q -e '.[test]' -c constraints.txt
+	@touch $(STAMP)
+
+# One recipe, one shell: the trap stops the broker whatever pytest does (failure, Ctrl-C), and
+# pytest's exit code is the target's. Exit code 5 (no tests collected) is turned into a failure
+# with a message: CI must never pass by running nothing.
+test: setup
+	@set -uo pipefail; \
+	if [ -n "$${KAFKA_BOOTSTRAP:-}" ]; then \
+	  echo "using Kafka at $$KAFKA_BOOTSTRAP (KAFKA_BOOTSTRAP)"; \
+	else \
+	  export RLHEALTH_KAFKA_DIR="$(TEST_KAFKA_DIR)"; \
+	  trap '$(KAFKA_SH) stop >/dev/null || echo "make test: stopping the test broker failed" >&2' EXIT; \
+	  KAFKA_BOOTSTRAP="$$($(KAFKA_SH) start)" || { echo "make test: could not start Kafka" >&2; exit 1; }; \
+	  export KAFKA_BOOTSTRAP; \
+	fi; \
+	export RLHEALTH_KAFKA_BOOTSTRAP="$$KAFKA_BOOTSTRAP"; \
+	$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; rc=1; fi; \
+	exit $$rc
+
+demo: setup
+	$(VENV)/bin/rlhealth probe rlhealth/examples/capture-healthy
+
+kafka-start:
+	@$(KAFKA_SH) start
+
+kafka-stop:
+	@$(KAFKA_SH) stop
+
+bench: setup
+	@set -e; shopt -s nullglob; files=(bench/*.py); \
+	if [ $${#files[@]} -eq 0 ]; then echo "no bench/*.py yet"; exit 0; fi; \
+	for f in "$${files[@]}"; do echo "== $$f"; $(PY) "$$f"; done
+
+clean:
+	-@RLHEALTH_KAFKA_DIR="$(TEST_KAFKA_DIR)" $(KAFKA_SH) stop 2>/dev/null
+	-@RLHEALTH_KAFKA_DIR="$(CURDIR)/.kafka/pytest" $(KAFKA_SH) stop 2>/dev/null
+	-@$(KAFKA_SH) stop 2>/dev/null
+	rm -rf $(VENV) .kafka .pytest_cache .hypothesis bench/out build dist *.egg-info
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,104 @@
+"""HealthCore: the one object every mode (probe, watch, faust worker, replay) calls."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from rlhealth.agents import gates, ingest, verdict
+from rlhealth.agents.findings import Finding, JobMetrics
+from rlhealth.agents.signatures import Classifier, RuleSet
+from rlhealth.agents.state import JobHealth
+from rlhealth.agents.throughput import ThroughputTable
+from rlhealth.schemas import (
+    EventBase,
+    GpuPoll,
+    JobEnded,
+    JobSpec,
+    JobStatePoll,
+    LogBatch,
+    ShipperHeartbeat,
+    TrialEvent,
+    Verdict,
+)
+
+
+class HealthCore:
+    """Pure per-job health logic: `step` folds an event in, `judge` gives the verdict at `now`."""
+
+    def __init__(self, rules: RuleSet, throughput: ThroughputTable) -> None:
+        self.rules = rules
+        self.classifier = Classifier(rules)
+        self.throughput = throughput
+        self.rule_packs = dict(rules.versions)
+        self.rule_packs[f"throughput:{throughput.id}"] = throughput.version
+
+    def new_state(self, job_id: str) -> JobHealth:
+        return JobHealth(job_id=job_id)
+
+    def step(self, state: JobHealth, event: EventBase, now: datetime) -> tuple[JobHealth, list[Finding]]:
+        """Fold one event into the state. May reuse `state`; store the returned object."""
+        findings: list[Finding] = []
+        ts = event.event_time.timestamp()
+        state.events += 1
+        if not isinstance(event, (JobSpec, ShipperHeartbeat)):
+            state.first_event_ts = ts if state.first_event_ts is None else min(state.first_event_ts, ts)
+            state.last_event_ts = ts if state.last_event_ts is None else max(state.last_event_ts, ts)
+        state.last_step_now = now.timestamp()
+        if isinstance(event, LogBatch):
+            findings = ingest.step_log_batch(state, event, now, self.classifier)
+        elif isinstance(event, GpuPoll):
+            ingest.step_gpu_poll(state, event, now)
+        elif isinstance(event, TrialEvent):
+            ingest.step_trial(state, event, now)
+        elif isinstance(event, JobStatePoll):
+            ingest.step_job_state(state, event, now)
+        elif isinstance(event, JobSpec):
+            ingest.step_job_spec(state, event, now)
+        elif isinstance(event, ShipperHeartbeat):
+            ingest.step_heartbeat(state, event, now)
+        elif isinstance(event, JobEnded):
+            ingest.step_job_ended(state, event, now)
+        return state, findings
+
+    def judge(self, state: JobHealth, now: datetime, seq: int = 0) -> Verdict:
+        ctx = gates.build_context(state, now, self.throughput)
+        r = gates.restart_burn(ctx)
+        a = gates.gate_a(ctx, r)
+        b = gates.gate_b(ctx, a)
+        c = gates.gate_c(ctx)
+        return verdict.decide(ctx, a, b, c, r, state.job_id, now, self.rule_packs, seq)
+
+    def metrics(self, state: JobHealth, now: datetime, last: Verdict | None = None) -> JobMetrics:
+        n = now.timestamp()
+        staleness = {role: max(n - ts, 0.0) for role, ts in state.role_last_ts.items()}
+        ctx = gates.build_context(state, now, self.throughput)
+        gen = run = wait = None
+        if ctx.engines_recent:
+            gen = sum(w[-1][1] for w in ctx.engines_recent.values())
+            run = sum(w[-1][3] for w in ctx.engines_recent.values())
+            wait = sum(w[-1][4] for w in ctx.engines_recent.values())
+        t = state.trials
+        rewards = [r for _, r in t.rewards]
+        def count(*names: str) -> int:
+            return sum(state.signals[nm].count for nm in names if nm in state.signals)
+        r = gates.restart_burn(ctx)
+        return JobMetrics(
+            job_id=state.job_id,
+            log_staleness_s=staleness,
+            generation_tokens_per_s=gen,
+            running_requests=run,
+            waiting_requests=wait,
+            trials_completed_total=t.completed,
+            trial_reward_mean=(sum(rewards) / len(rewards)) if rewards else None,
+            trials_nonzero_reward_ratio=(t.nonzero_rewards / t.completed) if t.completed else None,
+            nccl_watchdog_hits_total=count("nccl_watchdog_timeout", "nccl_watchdog_stuck", "nccl_detected_by_watchdog"),
+            oom_events_total=count("cuda_oom", "host_oom", "oom_killed"),
+            ray_worker_deaths_total=count("ray_worker_died", "ray_actor_died", "raylet_died"),
+            restarts_burned=r.burned,
+            restarts_max=r.max,
+            gate_status={k: getattr(last.gates, k).status for k in "ABC"} if last else {},
+            verdict=last.verdict if last else None,
+            job_status=last.job_status if last else None,
+            last_event_time=datetime.fromtimestamp(state.last_event_ts, now.tzinfo) if state.last_event_ts else None,
+            trainer_last_step=state.trainer.last_step,
+        )

@@ -1,0 +1,580 @@
+"""Folding events into JobHealth: one function per event kind. Pure; `now` is an argument.
+
+The hot path is LogBatch: the classifier scans the whole batch in C, and only matched lines
+(about 1 in 100) reach Python code here. Timestamps are parsed only for matched lines and the
+last line of each batch.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime
+
+import orjson
+
+from rlhealth.agents import roles
+from rlhealth.agents.coherence import incoherence_reason
+from rlhealth.agents.findings import Finding
+from rlhealth.agents.normalize import line_timestamp, peel_prefixes, strip_ansi
+from rlhealth.agents.signatures import Classifier, LineMatch
+from rlhealth.agents.state import (
+    EVIDENCE_TEXT_CHARS,
+    MAX_ENGINE_SAMPLES,
+    MAX_ENGINES,
+    MAX_EVIDENCE_PER_SIGNAL,
+    MAX_EXC_TYPES,
+    MAX_GPU_POLLS,
+    MAX_GPUS_PER_HOST,
+    MAX_HOSTS,
+    MAX_METRIC_HISTORY,
+    MAX_REWARDS,
+    MAX_SAMPLES,
+    MAX_SHIPPERS,
+    MAX_SIGNALS,
+    MAX_STEP_HISTORY,
+    MAX_STREAMS,
+    MAX_TIMERS,
+    MAX_TRACEBACKS,
+    MAX_TRIAL_NAMES,
+    EngineState,
+    Ev,
+    GpuHost,
+    JobHealth,
+    SignalStat,
+    StreamState,
+    TracebackRec,
+    TrialStats,
+    push_capped,
+)
+from rlhealth.agents.tracebacks import fingerprint
+from rlhealth.schemas import GpuPoll, JobEnded, JobSpec, JobStatePoll, LogBatch, ShipperHeartbeat, TrialEvent
+
+# Kinds whose matches become findings (kept as forensic evidence); metric/progress lines are too many.
+FINDING_KINDS = frozenset({"death", "wedge", "oom", "nccl", "engine", "ray", "hardware", "infra", "config", "weight_sync"})
+FAULT_KINDS = frozenset({"death", "wedge", "oom", "nccl", "engine", "ray", "hardware", "infra"})
+# Trainer phases that count as progress when they start or finish.
+PROGRESS_SIGNALS = frozenset({"timer_start", "timer_finish", "trainer_step", "trainer_metrics", "reward_summary"})
+# Exception types that are trial-level passthroughs in healthy runs, never a job death by themselves.
+BENIGN_EXCEPTIONS = frozenset({"ContextLengthExceededError", "AgentTimeoutError", "CancelledError", "KeyboardInterrupt"})
+# Trial exceptions that mean the environment/infra failed, not the model.
+INFRA_EXCEPTIONS = frozenset({
+    "VerificationNotCompletedError", "SandboxError", "DaytonaError", "EnvironmentStartTimeoutError",
+    "SandboxCreationError", "AuthenticationError", "PermissionDeniedError", "APIConnectionError",
+    "DockerError", "EnvironmentError", "RuntimeEnvSetupError",
+})
+VERIFIER_EXCEPTIONS = frozenset({"VerifierTimeoutError", "VerifierError", "VerifierOutputParseError", "RewardFileNotFoundError"})
+
+_TB_LOOKBACK = 80
+_FATAL_CONTEXT_RE = re.compile(r"Error executing job|RayTaskError|Traceback \(most recent call last\)|Fatal Python error")
+_FRAME_RE = re.compile(r'File "([^"]+)", line \d+, in (\S+)')
+
+
+def _ts(dt: datetime | None) -> float | None:
+    return dt.timestamp() if dt is not None else None
+
+
+def _clip(text: str, n: int = EVIDENCE_TEXT_CHARS) -> str:
+    text = text.strip()
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def stream_key(event) -> str:
+    s = event.source
+    return s.stream or s.host or "unknown"
+
+
+def _attempt_for(state: JobHealth, event, prefixes) -> int | None:
+    gen = roles.generation_of_pod(roles.pod_of(prefixes))
+    if gen is not None:
+        return gen
+    if event.source.attempt is not None:
+        return event.source.attempt
+    return state.sched.attempt
+
+
+def note_signal(state: JobHealth, signal: str, ev: Ev, attempt: int | None) -> SignalStat:
+    stat = state.signals.get(signal)
+    if stat is None:
+        if len(state.signals) >= MAX_SIGNALS:
+            return SignalStat()
+        stat = state.signals[signal] = SignalStat()
+    stat.count += 1
+    if ev.ts is not None:
+        stat.first_ts = ev.ts if stat.first_ts is None else min(stat.first_ts, ev.ts)
+        stat.last_ts = ev.ts if stat.last_ts is None else max(stat.last_ts, ev.ts)
+    # Keep the first piece of evidence and the latest ones.
+    if len(stat.evidence) < MAX_EVIDENCE_PER_SIGNAL:
+        stat.evidence.append(ev)
+    else:
+        stat.evidence[-1] = ev
+        stat.evidence.sort(key=lambda e: (e.ts or 0.0))
+    if attempt is not None and attempt not in stat.attempts and len(stat.attempts) < 16:
+        stat.attempts.append(attempt)
+    return stat
+
+
+def _touch_role(state: JobHealth, role: str, ts: float | None) -> None:
+    if ts is None:
+        return
+    prev = state.role_last_ts.get(role)
+    if prev is None or ts > prev:
+        state.role_last_ts[role] = ts
+
+
+def _float(v: object) -> float | None:
+    try:
+        f = float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return f
+
+
+# ------------------------------------------------------------------------------------------ logs
+
+
+def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier: Classifier) -> list[Finding]:
+    key = stream_key(batch)
+    st = state.streams.get(key)
+    if st is None:
+        if len(state.streams) >= MAX_STREAMS:
+            key = "other-streams"
+            st = state.streams.setdefault(key, StreamState())
+        else:
+            st = state.streams[key] = StreamState(role=roles.role_of_stream(batch.source.stream),
+                                                  host=batch.source.host, attempt=batch.source.attempt)
+    lines = batch.lines
+    st.lines += len(lines)
+    st.invalid_utf8_lines += batch.invalid_utf8_lines
+    st.truncated_lines += batch.truncated_lines
+    state.lines += len(lines)
+
+    batch_ts = _ts(batch.event_time)
+    # Freshness of the stream: the newest parseable timestamp among the last few lines.
+    last_ts = None
+    for text in reversed(lines[-5:]):
+        dt = line_timestamp(text, now)
+        if dt is not None:
+            last_ts = dt.timestamp()
+            break
+    if last_ts is None:
+        last_ts = batch_ts
+    if last_ts is not None and (st.last_ts is None or last_ts > st.last_ts):
+        st.last_ts = last_ts
+
+    matches = classifier.scan(lines)
+    findings: list[Finding] = []
+    explicit_ts = batch.ts
+    for m in matches:
+        text = m.text
+        dt = explicit_ts[m.index] if explicit_ts is not None else None
+        if dt is None:
+            dt = line_timestamp(lines[m.index], now)
+        ts = dt.timestamp() if dt is not None else batch_ts
+        prefixes, rest = peel_prefixes(text)
+        role = roles.role_of_prefixes(prefixes) or st.role
+        attempt = _attempt_for(state, batch, prefixes)
+        offset = batch.offsets[m.index] if batch.offsets is not None else None
+        ev = Ev(ts, key, _clip(text), m.rule.id, file=batch.source.stream, offset=offset)
+        _apply_match(state, m, rest, prefixes, role, ts, ev, attempt, lines, batch, key)
+        if m.rule.kind in FINDING_KINDS:
+            findings.append(Finding(
+                kind=m.rule.kind, rule_id=m.rule.id, text=ev.text, event_time=dt, source=key,
+                severity=m.rule.severity, gates=m.rule.gates, fields=dict(m.fields),
+                ref={"file": batch.source.stream, "offset": offset, "line_no": (batch.first_line_no or 0) + m.index
+                     if batch.first_line_no is not None else None},
+            ))
+    return findings
+
+
+def _apply_match(state: JobHealth, m: LineMatch, rest: str, prefixes, role: str, ts: float | None, ev: Ev,
+                 attempt: int | None, lines: list[str], batch: LogBatch, key: str) -> None:
+    rule = m.rule
+    sig = rule.signal
+    f = m.fields
+    if rule.kind == "metric" or rule.kind == "progress" or rule.kind == "weight_sync":
+        _touch_role(state, role, ts)
+    if sig == "vllm_stats":
+        _touch_role(state, roles.ENGINE, ts)
+        eid = roles.engine_identity(prefixes, str(f.get("engine") or "") or None)
+        eng = state.engines.get(eid)
+        if eng is None:
+            if len(state.engines) >= MAX_ENGINES:
+                # Forget the engine that has been silent longest (respawned pids leave ghosts).
+                oldest = min(state.engines, key=lambda k: state.engines[k].last_ts or 0.0)
+                del state.engines[oldest]
+            eng = state.engines[eid] = EngineState(host=roles.pod_of(prefixes) or batch.source.host)
+        if ts is not None:
+            _engine_sample(eng, ts, _float(f.get("generation_tokens_per_s")) or 0.0,
+                           _float(f.get("prompt_tokens_per_s")) or 0.0, _float(f.get("running")) or 0.0,
+                           _float(f.get("waiting")) or 0.0, _float(f.get("kv_cache_pct")) or 0.0)
+        note_signal(state, sig, ev, attempt)
+        return
+    if sig in PROGRESS_SIGNALS:
+        _trainer_progress(state, sig, f, ts, ev)
+        note_signal(state, sig, ev, attempt)
+        return
+    if sig == "weight_sync_start":
+        state.trainer.in_weight_sync_since = ts
+        note_signal(state, sig, ev, attempt)
+        return
+    if sig == "weight_sync_finish":
+        state.trainer.in_weight_sync_since = None
+        state.trainer.weight_syncs += 1
+        note_signal(state, sig, ev, attempt)
+        return
+    if sig == "batch_complete":
+        ok, total = f.get("successful"), f.get("total")
+        if isinstance(ok, int) and isinstance(total, int) and ts is not None:
+            push_capped(state.batch_progress, (ts, ok, total), MAX_STEP_HISTORY)
+        _touch_role(state, roles.ROLLOUT, ts)
+        note_signal(state, sig, ev, attempt)
+        return
+    if sig == "enforce_eager":
+        value = f.get("value")
+        if isinstance(value, str):
+            value = value.strip().lower() == "true"
+        if isinstance(value, bool) and state.enforce_eager_source != "spec":
+            state.enforce_eager = value
+            state.enforce_eager_source = "log"
+        note_signal(state, sig, ev, attempt)
+        return
+    if sig == "cuda_graph_capture":
+        state.cuda_graphs_seen = True
+        note_signal(state, sig, ev, attempt)
+        return
+    if sig == "python_exception":
+        _python_exception(state, m, role, ts, ev, attempt, lines, key)
+        return
+    if sig == "trainer_metrics_nonfinite":
+        state.metrics.nonfinite += 1
+        state.metrics.nonfinite_ev = ev
+    note_signal(state, sig, ev, attempt)
+
+
+ENGINE_BUCKET_S = 50.0
+
+
+def _engine_sample(eng: EngineState, ts: float, gen: float, prompt: float, running: float, waiting: float,
+                   kv: float) -> None:
+    """Fold a stats line into ~1-minute buckets so 36 samples cover half an hour."""
+    eng.last_ts = ts if eng.last_ts is None else max(eng.last_ts, ts)
+    last = eng.samples[-1] if eng.samples else None
+    if last is not None and 0 <= ts - last[0] < ENGINE_BUCKET_S:
+        n = last[6]
+        k = n + 1
+        eng.samples[-1] = (last[0], (last[1] * n + gen) / k, (last[2] * n + prompt) / k, (last[3] * n + running) / k,
+                           (last[4] * n + waiting) / k, max(last[5], kv), k)
+        eng.last_gen = gen
+        eng.last_running = running
+        return
+    push_capped(eng.samples, (ts, gen, prompt, running, waiting, kv, 1), MAX_ENGINE_SAMPLES)
+    eng.last_gen = gen
+    eng.last_running = running
+
+
+def _trainer_progress(state: JobHealth, sig: str, f: dict, ts: float | None, ev: Ev) -> None:
+    tr = state.trainer
+    _touch_role(state, roles.TRAINER, ts)
+    if ts is not None and (tr.last_progress_ts is None or ts >= tr.last_progress_ts):
+        tr.last_progress_ts = ts
+        tr.last_progress_text = ev.text
+        tr.last_progress_source = ev.source
+    if sig == "timer_start":
+        name = str(f.get("name", ""))
+        if ts is not None and name:
+            if len(tr.open_timers) >= MAX_TIMERS and name not in tr.open_timers:
+                tr.open_timers.pop(next(iter(tr.open_timers)))
+            tr.open_timers[name] = ts
+        if name in ("sync_weights", "weight_sync", "broadcast_to_inference_engines"):
+            tr.in_weight_sync_since = ts
+    elif sig == "timer_finish":
+        name = str(f.get("name", ""))
+        secs = _float(f.get("seconds"))
+        tr.open_timers.pop(name, None)
+        if secs is not None and name:
+            if name not in tr.phase_max_s and len(tr.phase_max_s) >= MAX_TIMERS:
+                return
+            tr.phase_max_s[name] = max(tr.phase_max_s.get(name, 0.0), secs)
+            if name in ("step", "train_step", "training_step"):
+                push_capped(tr.step_durations, secs, MAX_STEP_HISTORY)
+        if name in ("sync_weights", "weight_sync", "broadcast_to_inference_engines"):
+            tr.in_weight_sync_since = None
+            tr.weight_syncs += 1
+    elif sig == "trainer_step":
+        step = f.get("step")
+        if isinstance(step, int) and ts is not None:
+            if tr.last_step is None or step != tr.last_step:
+                push_capped(tr.step_ts, (ts, step), MAX_STEP_HISTORY)
+            tr.last_step = step if tr.last_step is None else max(tr.last_step, step)
+    elif sig == "trainer_metrics":
+        _trainer_metrics(state, f, ts, ev)
+    elif sig == "reward_summary":
+        r = _float(f.get("reward"))
+        if r is not None and ts is not None:
+            push_capped(tr.reward_log, (ts, r), MAX_STEP_HISTORY)
+
+
+def _trainer_metrics(state: JobHealth, f: dict, ts: float | None, ev: Ev) -> None:
+    raw = f.get("metrics")
+    step = f.get("step")
+    if isinstance(step, int) and ts is not None:
+        tr = state.trainer
+        if tr.last_step is None or step > tr.last_step:
+            push_capped(tr.step_ts, (ts, step), MAX_STEP_HISTORY)
+            tr.last_step = step
+    if not isinstance(raw, str) or ts is None:
+        return
+    try:
+        metrics = orjson.loads(raw.replace("NaN", '"NaN"').replace("Infinity", '"Infinity"'))
+    except orjson.JSONDecodeError:
+        return
+    if not isinstance(metrics, dict):
+        return
+    hist = state.metrics
+    for k, v in metrics.items():
+        if isinstance(v, str) and v in ("NaN", "Infinity", "-Infinity"):
+            v = float("nan")
+        if not isinstance(v, (int, float)):
+            continue
+        v = float(v)
+        lk = k.lower()
+        if not math.isfinite(v) and ("loss" in lk or "grad" in lk):
+            hist.nonfinite += 1
+            hist.nonfinite_ev = ev
+            continue
+        if lk.endswith("policy_loss") or lk.endswith("/loss") or lk == "final_loss" or lk.endswith("policy/loss"):
+            push_capped(hist.loss, (ts, v), MAX_METRIC_HISTORY)
+        elif "grad_norm" in lk:
+            push_capped(hist.grad_norm, (ts, v), MAX_METRIC_HISTORY)
+        elif "entropy" in lk:
+            push_capped(hist.entropy, (ts, v), MAX_METRIC_HISTORY)
+
+
+def _python_exception(state: JobHealth, m: LineMatch, role: str, ts: float | None, ev: Ev, attempt: int | None,
+                      lines: list[str], key: str) -> None:
+    f = m.fields
+    exc_type = str(f.get("exc_type") or "Exception")
+    message = str(f.get("message") or "")
+    short = exc_type.rsplit(".", 1)[-1]
+    if short in BENIGN_EXCEPTIONS:
+        note_signal(state, "python_exception_benign", ev, attempt)
+        return
+    start = max(0, m.index - _TB_LOOKBACK)
+    context = [strip_ansi(x) for x in lines[start: m.index]]
+    frames = tuple(f"{p.rsplit('/', 1)[-1]}:{fn}" for p, fn in _FRAME_RE.findall("\n".join(context)))[-4:]
+    fatal_context = any(_FATAL_CONTEXT_RE.search(x) for x in context[-60:])
+    fatal = role in (roles.TRAINER, roles.OTHER) and fatal_context
+    fclass = failure_class_of(exc_type + ": " + message)
+    rec = TracebackRec(
+        ts=ts, exc_type=exc_type, message=_clip(message, 300), fingerprint=fingerprint(exc_type, message, frames),
+        failure_class=fclass, stream=key, attempt=attempt, role=role,
+        text=_clip("\n".join(x for x in context[-12:] if x.strip()) + "\n" + m.text, 1500), fatal=fatal,
+    )
+    # Consecutive lines of one chained traceback describe one failure: keep the last (root-most) line.
+    tbs = state.tracebacks
+    if tbs and tbs[-1].stream == key and tbs[-1].attempt == attempt and ts is not None and tbs[-1].ts is not None \
+            and abs(ts - tbs[-1].ts) < 2.0 and tbs[-1].failure_class in (fclass, "RayTaskError", "other"):
+        rec.fatal = rec.fatal or tbs[-1].fatal
+        tbs[-1] = rec
+    else:
+        push_capped(tbs, rec, MAX_TRACEBACKS)
+    note_signal(state, "python_exception", ev, attempt)
+
+
+_CLASS_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("cuda_oom", re.compile(r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|out of memory", re.I)),
+    ("host_oom", re.compile(r"OOMKilled|oom-kill|Killed process", re.I)),
+    ("nccl_hang", re.compile(r"watchdog|NCCL|DistBackendError|collective operation timeout", re.I)),
+    ("image_pull", re.compile(r"ImagePullBackOff|ErrImagePull", re.I)),
+    ("hf_resolution", re.compile(r"huggingface|HFValidationError|RepositoryNotFound|LocalEntryNotFound|HTTPError: 5\d\d", re.I)),
+    ("preempted", re.compile(r"preempt|evict|NodeLost|node.*(drain|lost)", re.I)),
+    ("ray_death", re.compile(r"ActorDiedError|RayActorError|worker died|SYSTEM_ERROR", re.I)),
+    ("engine_dead", re.compile(r"EngineDeadError|EngineCore encountered", re.I)),
+    ("timeout", re.compile(r"TIMEOUT|DUE TO TIME LIMIT|time limit", re.I)),
+)
+_EXC_NAME_RE = re.compile(r"(?:RayTaskError\()?([A-Za-z_][\w.]*?(?:Error|Exception|Exit))\)?[:(]")
+TRANSIENT_CLASSES = frozenset({"image_pull", "hf_resolution", "preempted", "timeout"})
+
+
+def failure_class_of(text: str | None) -> str:
+    """A coarse class for comparing failures across attempts (same class + fingerprint = same failure)."""
+    if not text:
+        return "unknown"
+    for name, pattern in _CLASS_PATTERNS:
+        if pattern.search(text):
+            return name
+    inner = re.search(r"RayTaskError\((\w+)\)", text)
+    if inner:
+        return inner.group(1)
+    m = _EXC_NAME_RE.search(text)
+    if m:
+        return m.group(1).rsplit(".", 1)[-1]
+    return "other"
+
+
+# ------------------------------------------------------------------------------------------ other events
+
+
+def step_gpu_poll(state: JobHealth, poll: GpuPoll, now: datetime) -> None:
+    host = poll.host
+    gh = state.gpus.get(host)
+    if gh is None:
+        if len(state.gpus) >= MAX_HOSTS:
+            return
+        gh = state.gpus[host] = GpuHost()
+    ts = poll.event_time.timestamp()
+    readings = [
+        (g.index if g.index is not None else i, g.util_pct, g.mem_used_mib, g.mem_total_mib, g.power_w)
+        for i, g in enumerate(poll.gpus[:MAX_GPUS_PER_HOST])
+    ]
+    if gh.polls and ts < gh.polls[-1][0]:
+        return  # late duplicate; polls are kept in time order
+    push_capped(gh.polls, (ts, readings), MAX_GPU_POLLS)
+    for err in poll.errors[:4]:
+        if err not in gh.errors:
+            push_capped(gh.errors, err[:300], 4)
+            note_signal(state, "gpu_poll_error", Ev(ts, f"gpu/{host}", _clip(err)), state.sched.attempt)
+    for app in poll.apps:
+        name = (app.process_name or "").strip()
+        if name and name not in gh.app_names and len(gh.app_names) < 8:
+            gh.app_names.append(name[:80])
+    _assign_gpu_role(state, host, gh)
+
+
+def _assign_gpu_role(state: JobHealth, host: str, gh: GpuHost) -> None:
+    geo = (state.spec or {}).get("geometry") or {}
+    gh.role, gh.role_source = roles.gpu_host_role(host, geo.get("engine_pods") or [], geo.get("policy_pods") or [],
+                                                  gh.app_names)
+
+
+def step_trial(state: JobHealth, ev_in: TrialEvent, now: datetime) -> None:
+    stats = state.eval_trials if ev_in.session == "eval" else state.trials
+    ts = ev_in.event_time.timestamp()
+    name = ev_in.trial_name
+    if ev_in.phase == "started":
+        if name in stats.running_names or name in stats.completed_names:
+            return
+        if name in stats.vanished_names:
+            # The same trial directory came back (a retry): it was counted when first seen.
+            stats.vanished_names.remove(name)
+            push_capped(stats.running_names, name, MAX_TRIAL_NAMES)
+            return
+        stats.started += 1
+        stats.first_started_ts = ts if stats.first_started_ts is None else min(stats.first_started_ts, ts)
+        stats.last_started_ts = ts if stats.last_started_ts is None else max(stats.last_started_ts, ts)
+        push_capped(stats.running_names, name, MAX_TRIAL_NAMES)
+        _touch_role(state, roles.ROLLOUT, ts)
+        return
+    if ev_in.phase == "vanished":
+        if name in stats.running_names:
+            stats.running_names.remove(name)
+            stats.vanished += 1
+            push_capped(stats.vanished_names, name, MAX_TRIAL_NAMES)
+        return
+    # completed
+    if name in stats.completed_names:
+        return  # duplicate delivery or a re-read trial dir
+    if name in stats.running_names:
+        stats.running_names.remove(name)
+    elif name in stats.vanished_names:
+        stats.vanished_names.remove(name)
+    else:  # completed without a started event (e.g. the trial began before we looked)
+        stats.started += 1
+        st_ts = _ts(ev_in.started_at) or ts
+        stats.first_started_ts = st_ts if stats.first_started_ts is None else min(stats.first_started_ts, st_ts)
+    push_capped(stats.completed_names, name, MAX_TRIAL_NAMES)
+    stats.completed += 1
+    stats.last_completed_ts = ts if stats.last_completed_ts is None else max(stats.last_completed_ts, ts)
+    _touch_role(state, roles.ROLLOUT, ts)
+    if ev_in.session == "eval":
+        state.eval_trials.eval_completed += 1
+    if ev_in.reward is None:
+        stats.null_rewards += 1
+    else:
+        push_capped(stats.rewards, (ts, float(ev_in.reward)), MAX_REWARDS)
+        if ev_in.reward > 0:
+            stats.nonzero_rewards += 1
+        else:
+            stats.zero_rewards += 1
+    if ev_in.assistant_turns is not None:
+        push_capped(stats.turns, ev_in.assistant_turns, MAX_REWARDS)
+    if ev_in.exception_type:
+        et = ev_in.exception_type.rsplit(".", 1)[-1]
+        if et in stats.exc_types or len(stats.exc_types) < MAX_EXC_TYPES:
+            stats.exc_types[et] = stats.exc_types.get(et, 0) + 1
+            if et not in stats.exc_examples:
+                msg = f"trial {name}: {et}: {ev_in.exception_message or ''}"
+                stats.exc_examples[et] = Ev(ts, f"trial/{name}", _clip(msg, 400))
+    for sample in ev_in.output_samples[:2]:
+        reason = incoherence_reason(sample)
+        if reason is None:
+            stats.coherent_samples += 1
+        else:
+            stats.incoherent_samples += 1
+            stats.incoherent_reasons[reason] = stats.incoherent_reasons.get(reason, 0) + 1
+            if len(stats.incoherent_examples) < MAX_SAMPLES:
+                stats.incoherent_examples.append(Ev(ts, f"trial/{name}", _clip(f"[{reason}] {sample}", 300)))
+
+
+def step_job_state(state: JobHealth, poll: JobStatePoll, now: datetime) -> None:
+    sc = state.sched
+    ts = poll.event_time.timestamp()
+    if sc.last_ts is not None and ts < sc.last_ts:
+        return  # an older poll arriving late never overrides a newer one
+    sc.last_ts = ts
+    sc.state = poll.state
+    sc.pods = poll.pods if poll.pods is not None else sc.pods
+    sc.failure_count = poll.failure_count if poll.failure_count is not None else sc.failure_count
+    sc.preemption_count = poll.preemption_count if poll.preemption_count is not None else sc.preemption_count
+    sc.attempt = poll.attempt if poll.attempt is not None else sc.attempt
+    sc.max_retries = poll.max_retries if poll.max_retries is not None else sc.max_retries
+    sc.scheduler = poll.scheduler or sc.scheduler
+    if poll.state == "running" and sc.first_running_ts is None:
+        sc.first_running_ts = ts
+    if poll.attempts:
+        sc.attempts = [
+            (a.attempt, a.terminal_state, a.exit_code, _ts(a.ended_at), (a.error or "")[:400])
+            for a in poll.attempts[-16:]
+        ]
+    _touch_role(state, roles.SCHEDULER, ts)
+    for pod in poll.pod_statuses[:64]:
+        sc.max_pod_restarts = max(sc.max_pod_restarts, pod.restart_count)
+        for reason in pod.reasons[:4]:
+            if reason in sc.pod_reasons or len(sc.pod_reasons) < 16:
+                sc.pod_reasons[reason] = sc.pod_reasons.get(reason, 0) + 1
+                if reason not in sc.pod_reason_examples:
+                    text = f"pod {pod.name}: {reason}" + (f" (exit {pod.exit_code})" if pod.exit_code is not None else "") \
+                        + (f", restarts={pod.restart_count}" if pod.restart_count else "")
+                    sc.pod_reason_examples[reason] = Ev(ts, "pods", _clip(text, 300))
+
+
+def step_job_spec(state: JobHealth, spec: JobSpec, now: datetime) -> None:
+    state.spec = spec.model_dump(mode="json", exclude={"source", "ingest_time", "schema_version", "kind"})
+    state.spec_ts = spec.event_time.timestamp()
+    eager = spec.enforce_eager
+    if eager is None:
+        for key, value in spec.config.items():
+            if key.endswith("enforce_eager") and isinstance(value, bool):
+                eager = value
+                break
+    if eager is not None:
+        state.enforce_eager = eager
+        state.enforce_eager_source = "spec"
+    for host, gh in state.gpus.items():
+        _assign_gpu_role(state, host, gh)
+
+
+def step_heartbeat(state: JobHealth, hb: ShipperHeartbeat, now: datetime) -> None:
+    if hb.shipper not in state.shippers and len(state.shippers) >= MAX_SHIPPERS:
+        return
+    state.shippers[hb.shipper] = (hb.event_time.timestamp(), hb.interval_s, hb.stopping)
+
+
+def step_job_ended(state: JobHealth, ev: JobEnded, now: datetime) -> None:
+    state.ended = True
+
+
+def trial_stats_empty(stats: TrialStats) -> bool:
+    return stats.started == 0 and stats.completed == 0
+

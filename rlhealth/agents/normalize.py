@@ -1,0 +1,282 @@
+"""Log-line normalisation: ANSI stripping, record splitting, prefix peeling, timestamps.
+
+Pure functions (no I/O, no clock). Everything that needs "now" takes a reference time.
+
+Prefixes peeled by :func:`peel_prefixes`, repeatedly from the left (after ANSI stripping):
+
+* iris/kubectl multi-pod prefix ``[pod/<name>/<container>] `` -> ``Prefix("pod/<name>/<container>")``
+* a leading RFC 3339 timestamp as written by ``kubectl logs --timestamps`` and the CRI log
+  format (``2026-05-12T08:01:39.331095044Z [stdout|stderr F|P ]``) -> removed from the text but
+  **not** recorded as a Prefix (its value is returned by :func:`line_timestamp`)
+* Ray driver prefixes ``(Name pid=N[, ip=A]) ``, ``(pid=N) ``, ``(raylet[, ip=A]) ``,
+  ``(gcs_server…)``, ``(autoscaler +1m2s…)`` and vLLM process prefixes ``(EngineCore_DP0 pid=N) ``
+  (same shape) -> ``Prefix(name, pid, ip)``; actor names may contain spaces and one level of
+  parentheses (``(MyActor(index=2) pid=4)``)
+* torch rank prefixes ``[rank3]: `` (Python excepthook) and ``[rank3]:`` (C++ c10 logger,
+  directly followed by ``[E…``) -> ``Prefix("rank3")``; torchrun ``[default0]:`` -> ``Prefix("default0")``
+
+Timestamps: see :func:`line_timestamp`. Naive (zone-less) stamps are interpreted in ``tz``
+(default UTC) and returned as aware UTC datetimes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
+
+__all__ = [
+    "Prefix",
+    "NormalizedLine",
+    "strip_ansi",
+    "split_records",
+    "peel_prefixes",
+    "line_timestamp",
+    "normalize",
+]
+
+# CSI sequences (colours, cursor moves) and OSC sequences (hyperlinks/titles).
+_ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_RECORD_SPLIT_RE = re.compile(r"\r\n|\r|\n")
+
+
+def strip_ansi(s: str) -> str:
+    """Remove ANSI escape sequences (fast path when the line has no ESC)."""
+    if "\x1b" not in s:
+        return s
+    return _ANSI_RE.sub("", s)
+
+
+def split_records(text: str) -> list[str]:
+    """Split on ``\\n``, ``\\r\\n`` and bare ``\\r`` (tqdm updates); drop the empty tail a
+    terminating newline leaves behind. Empty lines inside the text are kept."""
+    if not text:
+        return []
+    parts = _RECORD_SPLIT_RE.split(text)
+    if parts and parts[-1] == "":
+        parts.pop()
+    return parts
+
+
+@dataclass(frozen=True, slots=True)
+class Prefix:
+    name: str
+    pid: int | None = None
+    ip: str | None = None
+
+
+_POD_RE = re.compile(r"\[(pod/[^\]\s]+)\] ?")
+# kubectl --timestamps / CRI: RFC3339(Nano) then optional "stdout F " / "stderr P ".
+_K8S_TS_RE = re.compile(
+    r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:?\d\d) "
+    r"(?:(?:stdout|stderr) [FP] )?"
+)
+_PAREN_PID_RE = re.compile(
+    r"\(((?:[^()\n]|\([^()\n]*\))*?) ?pid=(\d+)(?:, ip=([0-9A-Za-z.:\-]+))?\)(?: |$)"
+)
+_PAREN_COMPONENT_RE = re.compile(
+    r"\((raylet|gcs_server|runtime_env|autoscaler[^,)\n]*)(?:, ip=([0-9A-Za-z.:\-]+))?\)(?: |$)"
+)
+_RANK_RE = re.compile(r"\[(rank\d+|default\d+)\]:(?: |(?=\[)|$)")
+
+
+def _peel(line: str) -> tuple[tuple[Prefix, ...], str, datetime | None]:
+    prefixes: list[Prefix] = []
+    outer_ts: datetime | None = None
+    s = line
+    while s:
+        c = s[0]
+        if c == "(":
+            m = _PAREN_PID_RE.match(s)
+            if m:
+                prefixes.append(Prefix(m.group(1).strip(), int(m.group(2)), m.group(3)))
+                s = s[m.end():]
+                continue
+            m = _PAREN_COMPONENT_RE.match(s)
+            if m:
+                prefixes.append(Prefix(m.group(1).strip(), None, m.group(2)))
+                s = s[m.end():]
+                continue
+            break
+        if c == "[":
+            m = _POD_RE.match(s)
+            if m:
+                prefixes.append(Prefix(m.group(1)))
+                s = s[m.end():]
+                continue
+            m = _RANK_RE.match(s)
+            if m:
+                prefixes.append(Prefix(m.group(1)))
+                s = s[m.end():]
+                continue
+            break
+        if "0" <= c <= "9" and outer_ts is None:
+            m = _K8S_TS_RE.match(s)
+            if m:
+                if outer_ts is None:
+                    outer_ts = _aware(m.group(1), m.group(2), m.group(3), m.group(4), m.group(5),
+                                      m.group(6), m.group(7), m.group(8), UTC)
+                s = s[m.end():]
+                continue
+            break
+        break
+    return tuple(prefixes), s, outer_ts
+
+
+def peel_prefixes(line: str) -> tuple[tuple[Prefix, ...], str]:
+    """Peel nested prefixes from the left of an (ANSI-stripped) line; returns (prefixes, rest)."""
+    prefixes, rest, _ = _peel(strip_ansi(line))
+    return prefixes, rest
+
+
+# --- timestamps -------------------------------------------------------------------------
+
+_MONTHS = {m: i for i, m in enumerate(
+    ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
+
+# Anchored at the start of the peeled text. Group names carry the flavour.
+_TS_START_RE = re.compile(
+    r"(?:"
+    # vLLM / OpenRLHF: "INFO 11-29 09:48:05 " (no year)
+    r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) (?P<v_mo>\d\d)-(?P<v_d>\d\d) (?P<v_h>\d\d):(?P<v_mi>\d\d):(?P<v_s>\d\d)"
+    r"|"
+    # c10 C++ logger >= 2.4: "[E321 02:07:08.412230519 " (ns digits are CLOCK_MONOTONIC: ignored)
+    r"\[?[FEWIV](?P<c_md>\d{3,4}) (?P<c_h>\d\d):(?P<c_mi>\d\d):(?P<c_s>\d\d)\.\d{9}(?: |$)"
+    r"|"
+    # glog-style torch python: "W1223 05:17:58.996000 3304089 " (real microseconds)
+    r"[FEWIV](?P<g_md>\d{3,4}) (?P<g_h>\d\d):(?P<g_mi>\d\d):(?P<g_s>\d\d)\.(?P<g_us>\d{6}) \d+ "
+    r"|"
+    # Ray C++ / spdlog: "[2023-07-11 15:20:05,144 I "
+    r"\[(?P<r_y>\d{4})-(?P<r_mo>\d\d)-(?P<r_d>\d\d) (?P<r_h>\d\d):(?P<r_mi>\d\d):(?P<r_s>\d\d),(?P<r_ms>\d{3}) [DIWEC] "
+    r"|"
+    # ISO 8601 / RFC 3339 / SLURM %FT%T / loguru (".SSS") / python logging (",mmm")
+    r"(?P<i_y>\d{4})-(?P<i_mo>\d\d)-(?P<i_d>\d\d)[T ](?P<i_h>\d\d):(?P<i_mi>\d\d):(?P<i_s>\d\d)"
+    r"(?:[.,](?P<i_f>\d{1,9}))?(?P<i_tz>Z|[+-]\d\d:?\d\d)?"
+    r"|"
+    # dmesg -T: "[Fri Nov 29 10:14:31 2024] "
+    r"\[[A-Z][a-z]{2} (?P<dm_mon>[A-Z][a-z]{2}) +(?P<dm_d>\d{1,2}) (?P<dm_h>\d\d):(?P<dm_mi>\d\d):(?P<dm_s>\d\d) (?P<dm_y>\d{4})\]"
+    r"|"
+    # syslog / journalctl: "Nov 29 10:20:02 host " (no year)
+    r"(?P<sy_mon>[A-Z][a-z]{2}) +(?P<sy_d>\d{1,2}) (?P<sy_h>\d\d):(?P<sy_mi>\d\d):(?P<sy_s>\d\d) "
+    r")"
+)
+# Fallback anywhere in the line: a full ISO date-time with 'T' (SLURM "CANCELLED AT 2025-…").
+_TS_ANY_ISO_RE = re.compile(
+    r"(?<![\d])(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)?"
+)
+
+
+def _tz_from(tzs: str | None, default: tzinfo) -> tzinfo:
+    if not tzs:
+        return default
+    if tzs == "Z":
+        return UTC
+    sign = 1 if tzs[0] == "+" else -1
+    digits = tzs[1:].replace(":", "")
+    return timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:4])))
+
+
+def _aware(y, mo, d, h, mi, s, frac, tzs, default_tz: tzinfo) -> datetime | None:
+    try:
+        us = int((frac or "0")[:6].ljust(6, "0"))
+        dt = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), us,
+                      tzinfo=_tz_from(tzs, default_tz))
+    except ValueError:
+        return None
+    return dt.astimezone(UTC)
+
+
+_HALF_YEAR = timedelta(days=183)
+
+
+def _yearless(mo: int, d: int, h: int, mi: int, s: int, us: int, ref: datetime,
+              tz: tzinfo) -> datetime | None:
+    ref_utc = ref if ref.tzinfo is not None else ref.replace(tzinfo=UTC)
+    year = ref_utc.astimezone(tz).year
+    for y in (year, year - 1):
+        try:
+            dt = datetime(y, mo, d, h, mi, s, us, tzinfo=tz).astimezone(UTC)
+        except ValueError:  # e.g. Feb 29 in a non-leap year
+            continue
+        if dt - ref_utc > _HALF_YEAR and y == year:
+            continue
+        return dt
+    return None
+
+
+def _md(md: str) -> tuple[int, int]:
+    # c10 prints (month)*100+day without zero padding: "321" = Mar 21, "1111" = Nov 11.
+    v = int(md)
+    return v // 100, v % 100
+
+
+def line_timestamp(line: str, ref: datetime, tz: tzinfo = UTC) -> datetime | None:
+    """Timestamp of a log line in any known flavour, as an aware UTC datetime, or None.
+
+    Recognised (after ANSI codes and prefixes): kubectl/CRI RFC 3339 prefix (preferred when
+    present: it has a zone and a year), vLLM/OpenRLHF ``LEVEL MM-DD HH:MM:SS``, c10
+    ``[E321 02:07:08.412230519`` (unpadded month; the 9 digits are monotonic and ignored),
+    glog-style ``W1223 05:17:58.996000 pid``, Ray C++ ``[YYYY-MM-DD HH:MM:SS,mmm L``, ISO 8601 /
+    RFC 3339 / SLURM ``%FT%T`` / loguru ``.SSS`` / python logging ``,mmm``, dmesg -T, syslog; as a
+    last resort an ISO ``YYYY-MM-DDTHH:MM:SS`` anywhere in the line.
+
+    Year-less stamps take the year of ``ref`` (in ``tz``), or the previous year when that
+    would put the stamp more than ~6 months after ``ref``. Zone-less stamps are read in ``tz``.
+    """
+    s = strip_ansi(line)
+    _, rest, outer = _peel(s)
+    if outer is not None:
+        return outer
+    m = _TS_START_RE.match(rest)
+    if m is None and rest[:1] == " ":
+        m = _TS_START_RE.match(rest.lstrip())
+    if m is not None:
+        g = m.groupdict()
+        if g["v_mo"] is not None:
+            return _yearless(int(g["v_mo"]), int(g["v_d"]), int(g["v_h"]), int(g["v_mi"]),
+                             int(g["v_s"]), 0, ref, tz)
+        if g["c_md"] is not None:
+            mo, d = _md(g["c_md"])
+            return _yearless(mo, d, int(g["c_h"]), int(g["c_mi"]), int(g["c_s"]), 0, ref, tz)
+        if g["g_md"] is not None:
+            mo, d = _md(g["g_md"])
+            return _yearless(mo, d, int(g["g_h"]), int(g["g_mi"]), int(g["g_s"]),
+                             int(g["g_us"]), ref, tz)
+        if g["r_y"] is not None:
+            return _aware(g["r_y"], g["r_mo"], g["r_d"], g["r_h"], g["r_mi"], g["r_s"],
+                          g["r_ms"], None, tz)
+        if g["i_y"] is not None:
+            return _aware(g["i_y"], g["i_mo"], g["i_d"], g["i_h"], g["i_mi"], g["i_s"],
+                          g["i_f"], g["i_tz"], tz)
+        if g["dm_mon"] is not None:
+            mon = _MONTHS.get(g["dm_mon"])
+            if mon is None:
+                return None
+            return _aware(g["dm_y"], mon, g["dm_d"], g["dm_h"], g["dm_mi"], g["dm_s"], None,
+                          None, tz)
+        if g["sy_mon"] is not None:
+            mon = _MONTHS.get(g["sy_mon"])
+            if mon is None:
+                return None
+            return _yearless(mon, int(g["sy_d"]), int(g["sy_h"]), int(g["sy_mi"]),
+                             int(g["sy_s"]), 0, ref, tz)
+    m2 = _TS_ANY_ISO_RE.search(rest)
+    if m2 is not None:
+        return _aware(*m2.groups(), tz)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class NormalizedLine:
+    raw: str
+    text: str
+    prefixes: tuple[Prefix, ...]
+    ts: datetime | None
+
+
+def normalize(line: str, ref: datetime, tz: tzinfo = UTC) -> NormalizedLine:
+    """ANSI-strip, peel prefixes and timestamp one line (a single record, no newlines)."""
+    stripped = strip_ansi(line)
+    prefixes, rest, _ = _peel(stripped)
+    return NormalizedLine(raw=line, text=rest, prefixes=prefixes,
+                          ts=line_timestamp(stripped, ref, tz))

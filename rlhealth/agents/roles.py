@@ -1,0 +1,119 @@
+"""Which part of an RL job a log line or GPU belongs to: trainer, engine, rollout, ray, or other.
+
+Roles matter because each has its own cadence, and because a busy engine must never vouch
+for a frozen trainer (the colocated-engine deception).
+"""
+
+from __future__ import annotations
+
+import re
+
+from rlhealth.agents.normalize import Prefix
+
+TRAINER, ENGINE, ROLLOUT, RAY, SCHEDULER, OTHER = "trainer", "engine", "rollout", "ray", "scheduler", "other"
+ROLES = (TRAINER, ENGINE, ROLLOUT, RAY, SCHEDULER, OTHER)
+
+# Process / Ray actor names by role. Order matters: the first match wins.
+_ROLE_NAME_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (ENGINE, re.compile(r"vllm|inferenceengine|llmrayactor|enginecore|apiserver|^worker(_|$)|rayworkerwrapper|sglang", re.I)),
+    (ROLLOUT, re.compile(r"rollout|generator|coordinator|harbor|terminalbench|envworker", re.I)),
+    (TRAINER, re.compile(r"skyrl_entrypoint|policy|critic|refworker|ref_worker|reward_?model|fsdp|megatron|deepspeed|"
+                         r"trainer|taskrunner|main_task|workerdict|actormodel|learner|driver|^rank\d+$", re.I)),
+    (RAY, re.compile(r"^raylet$|gcs_server|autoscaler|dashboard|runtime_env|monitor", re.I)),
+)
+
+_POD_GEN_RE = re.compile(r"^pod/(?P<pod>[^/\s]+?)(?:/(?P<container>[^\s]+))?$")
+
+
+def role_of_name(name: str) -> str | None:
+    for role, pattern in _ROLE_NAME_PATTERNS:
+        if pattern.search(name):
+            return role
+    return None
+
+
+def role_of_prefixes(prefixes: tuple[Prefix, ...]) -> str | None:
+    """The innermost named process decides (a vLLM child inside a Ray worker is an engine)."""
+    for p in reversed(prefixes):
+        if p.name.startswith("pod/"):
+            continue
+        role = role_of_name(p.name)
+        if role:
+            return role
+    return None
+
+
+def role_of_stream(stream: str | None) -> str:
+    """A default role from a file name; mixed streams (pod_rank*.log) fall back to OTHER."""
+    if not stream:
+        return OTHER
+    s = stream.lower()
+    if "/ray/" in s or s.startswith("ray/") or "raylet" in s or "gcs_server" in s:
+        return RAY
+    if "dmesg" in s:
+        return OTHER
+    if "vllm" in s or "engine" in s:
+        return ENGINE
+    if "trainer" in s or "driver" in s:
+        return TRAINER
+    return OTHER
+
+
+def pod_of(prefixes: tuple[Prefix, ...]) -> str | None:
+    for p in prefixes:
+        if p.name.startswith("pod/"):
+            m = _POD_GEN_RE.match(p.name)
+            if m:
+                return m.group("pod")
+    return None
+
+
+_GEN_SUFFIX_RE = re.compile(r"-(\d+)$")
+
+
+def generation_of_pod(pod: str | None) -> int | None:
+    """iris pods end in -<generation>; generation N is attempt N."""
+    if not pod:
+        return None
+    m = _GEN_SUFFIX_RE.search(pod)
+    return int(m.group(1)) if m else None
+
+
+def engine_identity(prefixes: tuple[Prefix, ...], label: str | None) -> str:
+    """Every Ray-launched engine prints "Engine 000", so the process prefix is part of the identity."""
+    parts = []
+    for p in prefixes:
+        if p.name.startswith("pod/"):
+            parts.append(p.name.split("/")[1] if "/" in p.name else p.name)
+        elif p.pid is not None:
+            parts.append(f"{p.name} pid={p.pid}" + (f" ip={p.ip}" if p.ip else ""))
+    if label:
+        parts.append(label)
+    return " | ".join(parts) or "engine"
+
+
+def gpu_host_role(host: str, engine_pods: list[str], policy_pods: list[str], app_names: list[str]) -> tuple[str, str]:
+    """(role, how we know): the job spec first, then compute-app process names, then pod naming."""
+    in_engine = any(p and (p == host or p in host or host in p) for p in engine_pods)
+    in_policy = any(p and (p == host or p in host or host in p) for p in policy_pods)
+    if in_engine and not in_policy:
+        return "engine", "spec"
+    if in_policy and not in_engine:
+        return "policy", "spec"
+    if in_engine and in_policy:
+        return "mixed", "spec"
+    names = " ".join(app_names).lower()
+    has_engine = "vllm" in names or "sglang" in names
+    has_policy = any(k in names for k in ("fsdp", "policy", "megatron", "trainer", "deepspeed"))
+    if has_engine and has_policy:
+        return "mixed", "apps"
+    if has_engine:
+        return "engine", "apps"
+    if has_policy:
+        return "policy", "apps"
+    low = host.lower()
+    if "vllm" in low or "engine" in low or "rollout" in low:
+        return "engine", "naming"
+    if "policy" in low or "trainer" in low or "learner" in low:
+        return "policy", "naming"
+    return "unknown", ""

@@ -1,0 +1,349 @@
+"""Signature engine: classify batches of log lines against the rule packs.
+
+One Hyperscan block-mode database per process (all patterns, one scan per batch of lines
+joined by ``\\n``), with an RE2 fallback (``re2.Set`` per line, Latin-1 over the same UTF-8
+bytes) that gives identical (line, rule) pairs. Patterns are written in the common subset of
+Hyperscan, RE2, Python ``re`` and (after :func:`to_ere`) POSIX ERE:
+
+* no look-around, back-references, lazy quantifiers; ``(?:…)`` for grouping, no captures;
+* no ``\\s``/``\\W``/``\\D`` (they match ``\\n`` and would let a block-mode match span lines);
+  negated classes ``[^…]`` are rewritten to ``[^\\n…]`` for the block scan;
+* matching runs on the ANSI-stripped line; prefer substring matching (lines interleave).
+
+Fields come from a second regex (``extract``, Python ``re`` with named groups) run only on
+matched lines. Values are converted: ints, floats, ``True``/``False`` -> bool, ``1,848,592`` ->
+int, and fields named ``*_gib`` holding a size (``7.52 GiB``, ``448.00 MiB``) -> GiB float;
+names in ``text_fields`` stay strings. ``defaults`` fill fields the line did not carry.
+
+Benign wins: when a line matches a ``benign`` rule, matches of fault kinds on that line are
+dropped (metric/progress/config/weight_sync matches are kept).
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from rlhealth.agents.normalize import strip_ansi
+
+__all__ = [
+    "KINDS",
+    "FAULT_KINDS",
+    "SEVERITIES",
+    "GATES",
+    "Rule",
+    "RuleSet",
+    "LineMatch",
+    "Classifier",
+    "block_pattern",
+    "to_ere",
+    "convert_value",
+    "hyperscan_available",
+]
+
+KINDS = ("death", "wedge", "oom", "nccl", "engine", "ray", "hardware", "infra", "benign",
+         "metric", "progress", "weight_sync", "config")
+FAULT_KINDS = frozenset({"death", "wedge", "oom", "nccl", "engine", "ray", "hardware", "infra"})
+SEVERITIES = ("fatal", "error", "warning", "info")
+GATES = ("A", "B", "C", "restarts")
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    id: str
+    pack: str
+    kind: str
+    severity: str
+    gates: tuple[str, ...]
+    signal: str
+    pattern: str
+    fields: tuple[str, ...]
+    meaning: str
+    match: tuple[str, ...]
+    no_match: tuple[str, ...]
+    extract: str = ""
+    text_fields: tuple[str, ...] = ()
+    defaults: tuple[tuple[str, object], ...] = ()
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    rules: tuple[Rule, ...]
+    versions: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class LineMatch:
+    index: int
+    rule: Rule
+    fields: dict[str, object]
+    text: str
+
+
+def block_pattern(pattern: str) -> str:
+    """Pattern for block-mode scanning: negated classes must not cross a newline."""
+    return pattern.replace("[^", "[^\\n")
+
+
+_ERE_SIMPLE = {"d": "[0-9]", "]": "]", "}": "}", "/": "/", "-": "-", ":": ":", "=": "=",
+               "'": "'", '"': '"', " ": " ", "<": "<", ">": ">", "#": "#", "%": "%",
+               ",": ",", "@": "@", "!": "!", "&": "&", "~": "~", "`": "`", "_": "_",
+               "|": "[|]"}
+
+
+def to_ere(pattern: str) -> str:
+    """Translate a rule pattern to POSIX ERE for ``grep -E`` (the benchmark oracle).
+
+    Raises ValueError for constructs ERE cannot express."""
+    out: list[str] = []
+    i = 0
+    in_class = False
+    n = len(pattern)
+    while i < n:
+        c = pattern[i]
+        if in_class:
+            if c == "\\":
+                raise ValueError("backslash inside a bracket expression")
+            if c == "]" and out and out[-1] not in ("[", "[^"):
+                in_class = False
+            out.append(c)
+            i += 1
+            continue
+        if c == "[":
+            in_class = True
+            if pattern.startswith("[^", i):
+                out.append("[^")
+                i += 2
+            else:
+                out.append("[")
+                i += 1
+            if i < n and pattern[i] == "]":
+                out.append("]")
+                i += 1
+            continue
+        if pattern.startswith("(?:", i):
+            out.append("(")
+            i += 3
+            continue
+        if pattern.startswith("(?", i):
+            raise ValueError("unsupported group syntax")
+        if c == "\\":
+            if i + 1 >= n:
+                raise ValueError("trailing backslash")
+            e = pattern[i + 1]
+            if e in ".()[*+?{^$\\":
+                out.append("\\" + e)
+            elif e in _ERE_SIMPLE:
+                out.append(_ERE_SIMPLE[e])
+            else:
+                raise ValueError(f"escape \\{e} has no ERE equivalent")
+            i += 2
+            continue
+        if c in "*+?}" and i + 1 < n and pattern[i + 1] == "?":
+            raise ValueError("lazy quantifier")
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+_INT_RE = re.compile(r"[+-]?\d+\Z")
+_THOUSANDS_RE = re.compile(r"\d{1,3}(?:,\d{3})+\Z")
+_FLOAT_RE = re.compile(r"[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?\Z")
+_SIZE_RE = re.compile(r"([0-9.]+) ?(bytes|B|KiB|MiB|GiB|TiB|PiB|EiB|KB|MB|GB|TB)\Z")
+_SIZE_GIB = {"bytes": 1 / 2**30, "B": 1 / 2**30, "KiB": 1 / 2**20, "MiB": 1 / 2**10,
+             "GiB": 1.0, "TiB": 2.0**10, "PiB": 2.0**20, "EiB": 2.0**30,
+             "KB": 1e3 / 2**30, "MB": 1e6 / 2**30, "GB": 1e9 / 2**30, "TB": 1e12 / 2**30}
+
+
+def convert_value(name: str, value: str, text_fields: tuple[str, ...] = ()) -> object:
+    if name in text_fields:
+        return value
+    if name.endswith("_gib"):
+        m = _SIZE_RE.match(value)
+        if m:
+            try:
+                return float(m.group(1)) * _SIZE_GIB[m.group(2)]
+            except ValueError:
+                return value
+    if _INT_RE.match(value):
+        return int(value)
+    if _THOUSANDS_RE.match(value):
+        return int(value.replace(",", ""))
+    if _FLOAT_RE.match(value):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    if value in ("True", "true"):
+        return True
+    if value in ("False", "false"):
+        return False
+    return value
+
+
+def hyperscan_available() -> bool:
+    try:
+        import hyperscan  # noqa: F401
+    except Exception:  # pragma: no cover - platform without wheels
+        return False
+    return True
+
+
+class _Extractor:
+    __slots__ = ("regex", "fields", "text_fields", "defaults")
+
+    def __init__(self, rule: Rule) -> None:
+        src = rule.extract or ""
+        self.regex = re.compile(src) if src and rule.fields else None
+        self.fields = rule.fields
+        self.text_fields = rule.text_fields
+        self.defaults = dict(rule.defaults)
+
+    def __call__(self, text: str) -> dict[str, object]:
+        out: dict[str, object] = {}
+        if self.regex is not None:
+            m = self.regex.search(text)
+            if m is not None:
+                gd = m.groupdict()
+                for name in self.fields:
+                    v = gd.get(name)
+                    if v is not None:
+                        out[name] = convert_value(name, v, self.text_fields)
+        for k, v in self.defaults.items():
+            out.setdefault(k, v)
+        return out
+
+
+class Classifier:
+    """Compile once; ``scan`` a batch of lines; identical results on both engines."""
+
+    def __init__(self, rules: RuleSet, engine: str | None = None) -> None:
+        self._rules = rules.rules
+        self._extract = [_Extractor(r) for r in self._rules]
+        self._benign = [r.kind == "benign" for r in self._rules]
+        self._fault = [r.kind in FAULT_KINDS for r in self._rules]
+        if engine is None:
+            engine = "hyperscan" if hyperscan_available() else "re2"
+        if engine == "hyperscan":
+            self._compile_hyperscan()
+        elif engine == "re2":
+            self._compile_re2()
+        else:
+            raise ValueError(f"unknown engine {engine!r}")
+        self._engine = engine
+
+    @property
+    def engine(self) -> str:
+        return self._engine
+
+    @property
+    def rules(self) -> tuple[Rule, ...]:
+        return self._rules
+
+    # -- engines -----------------------------------------------------------------------
+    def _compile_hyperscan(self) -> None:
+        import hyperscan
+
+        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        exprs = [block_pattern(r.pattern).encode("utf-8") for r in self._rules]
+        flags = [hyperscan.HS_FLAG_MULTILINE] * len(exprs)
+        if exprs:
+            db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs),
+                       flags=flags)
+            self._hs_db = db
+            self._hs_scratch = hyperscan.Scratch(db)
+        else:
+            self._hs_db = None
+
+    def _compile_re2(self) -> None:
+        import re2
+
+        opts = re2.Options()
+        opts.encoding = re2.Options.Encoding.LATIN1
+        s = re2.Set.SearchSet(opts)
+        for r in self._rules:
+            idx = s.Add(r.pattern.encode("utf-8"))
+            if idx < 0:  # pragma: no cover - checked by check_rules
+                raise ValueError(f"RE2 cannot compile rule {r.id}")
+        if self._rules:
+            s.Compile()
+        self._re2_set = s
+
+    def _hits_hyperscan(self, data: list[bytes]) -> list[tuple[int, int]]:
+        if self._hs_db is None or not data:
+            return []
+        buf = b"\n".join(data)
+        ends: list[int] = []
+        pos = -1
+        find = buf.find
+        while True:
+            pos = find(b"\n", pos + 1)
+            if pos < 0:
+                break
+            ends.append(pos)
+        hits: set[tuple[int, int]] = set()
+        add = hits.add
+
+        def on_match(id_: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+            add((bisect_left(ends, to), id_))
+
+        self._hs_db.scan(buf, match_event_handler=on_match, scratch=self._hs_scratch)
+        return sorted(hits)
+
+    def _hits_re2(self, data: list[bytes]) -> list[tuple[int, int]]:
+        if not self._rules:
+            return []
+        out: list[tuple[int, int]] = []
+        match = self._re2_set.Match
+        for i, b in enumerate(data):
+            ids = match(b)
+            if ids:
+                for rid in sorted(ids):
+                    out.append((i, rid))
+        return out
+
+    # -- public -------------------------------------------------------------------------
+    def raw_hits(self, lines: Sequence[str]) -> list[tuple[int, int]]:
+        """(line index, rule index) pairs before benign suppression, sorted."""
+        texts = [strip_ansi(x) for x in lines]
+        return self._raw(texts)
+
+    def _raw(self, texts: list[str]) -> list[tuple[int, int]]:
+        data = []
+        for t in texts:
+            if "\n" in t:
+                t = t.replace("\n", " ")
+            data.append(t.encode("utf-8", "surrogatepass"))
+        if self._engine == "hyperscan":
+            return self._hits_hyperscan(data)
+        return self._hits_re2(data)
+
+    def scan(self, lines: Sequence[str]) -> list[LineMatch]:
+        texts = [strip_ansi(x) for x in lines]
+        hits = self._raw(texts)
+        if not hits:
+            return []
+        rules = self._rules
+        benign = self._benign
+        fault = self._fault
+        out: list[LineMatch] = []
+        n = len(hits)
+        i = 0
+        while i < n:
+            line = hits[i][0]
+            j = i
+            has_benign = False
+            while j < n and hits[j][0] == line:
+                if benign[hits[j][1]]:
+                    has_benign = True
+                j += 1
+            text = texts[line]
+            for k in range(i, j):
+                rid = hits[k][1]
+                if has_benign and fault[rid]:
+                    continue
+                out.append(LineMatch(line, rules[rid], self._extract[rid](text), text))
+            i = j
+        return out

@@ -1,0 +1,218 @@
+"""Per-job health state: everything the gates need, bounded, serialisable, versioned.
+
+Times are float epoch seconds (UTC) to keep the state small. Every list and dict has a cap,
+so a job's state stays far below 64 KB however much its sources print. The state is a tree of
+msgspec Structs so the faust table stores it as compact msgpack.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+STATE_VERSION = 1
+
+# Caps: each one bounds a buffer that would otherwise grow with the job's age or chattiness.
+MAX_STREAMS = 128
+MAX_ENGINES = 48
+MAX_ENGINE_SAMPLES = 36
+MAX_HOSTS = 48
+MAX_GPU_POLLS = 6
+MAX_GPUS_PER_HOST = 16
+MAX_TRACEBACKS = 12
+MAX_EVIDENCE_PER_SIGNAL = 3
+MAX_SIGNALS = 64
+MAX_STEP_HISTORY = 24
+MAX_TIMERS = 24
+MAX_REWARDS = 128
+MAX_TRIAL_NAMES = 128
+MAX_EXC_TYPES = 24
+MAX_SAMPLES = 6
+MAX_METRIC_HISTORY = 24
+MAX_SHIPPERS = 32
+MAX_ATTEMPTS = 16
+EVIDENCE_TEXT_CHARS = 600
+
+
+class Ev(msgspec.Struct, array_like=True):
+    """One piece of evidence: when, where, what, and how to find it again."""
+
+    ts: float | None
+    source: str
+    text: str
+    rule_id: str = ""
+    file: str | None = None
+    offset: int | None = None
+    topic: str | None = None
+    partition: int | None = None
+    kafka_offset: int | None = None
+
+
+class SignalStat(msgspec.Struct):
+    count: int = 0
+    first_ts: float | None = None
+    last_ts: float | None = None
+    evidence: list[Ev] = msgspec.field(default_factory=list)  # first and latest few
+    attempts: list[int] = msgspec.field(default_factory=list)  # attempts it was seen in
+
+
+class StreamState(msgspec.Struct):
+    role: str = "other"
+    host: str | None = None
+    attempt: int | None = None
+    last_ts: float | None = None  # newest line time seen on this stream
+    lines: int = 0
+    invalid_utf8_lines: int = 0
+    truncated_lines: int = 0
+
+
+class EngineState(msgspec.Struct):
+    host: str | None = None
+    last_ts: float | None = None
+    # ~1-minute buckets: (first ts, mean generation tok/s, mean prompt tok/s, mean running, mean waiting,
+    # max kv %, lines folded in)
+    samples: list[tuple[float, float, float, float, float, float, int]] = msgspec.field(default_factory=list)
+    last_gen: float = 0.0  # the newest line's values: a hung engine prints one 0.0 line, then nothing
+    last_running: float = 0.0
+
+
+class GpuHost(msgspec.Struct):
+    role: str = "unknown"  # policy | engine | mixed | unknown
+    role_source: str = ""  # spec | apps | naming
+    # polls: (ts, [(index, util %, mem used MiB, mem total MiB, power W)]) with None for N/A
+    polls: list[tuple[float, list[tuple[int, float | None, float | None, float | None, float | None]]]] = msgspec.field(
+        default_factory=list
+    )
+    errors: list[str] = msgspec.field(default_factory=list)
+    app_names: list[str] = msgspec.field(default_factory=list)
+
+
+class TracebackRec(msgspec.Struct):
+    ts: float | None
+    exc_type: str
+    message: str
+    fingerprint: str
+    failure_class: str
+    stream: str
+    attempt: int | None
+    role: str
+    text: str
+    fatal: bool = False
+
+
+class TrainerState(msgspec.Struct):
+    last_progress_ts: float | None = None
+    last_progress_text: str = ""
+    last_progress_source: str = ""
+    last_step: int | None = None
+    step_ts: list[tuple[float, int]] = msgspec.field(default_factory=list)  # (ts, step)
+    step_durations: list[float] = msgspec.field(default_factory=list)  # seconds, from timers or step deltas
+    open_timers: dict[str, float] = msgspec.field(default_factory=dict)  # name -> start ts
+    phase_max_s: dict[str, float] = msgspec.field(default_factory=dict)  # longest finished duration per phase
+    weight_syncs: int = 0
+    in_weight_sync_since: float | None = None
+    reward_log: list[tuple[float, float]] = msgspec.field(default_factory=list)  # (ts, avg reward) from logs
+
+
+class TrialStats(msgspec.Struct):
+    started: int = 0
+    completed: int = 0
+    vanished: int = 0
+    eval_completed: int = 0
+    nonzero_rewards: int = 0
+    zero_rewards: int = 0
+    null_rewards: int = 0
+    first_started_ts: float | None = None
+    last_started_ts: float | None = None
+    last_completed_ts: float | None = None
+    rewards: list[tuple[float, float]] = msgspec.field(default_factory=list)  # (ts, reward) recent train trials
+    turns: list[int] = msgspec.field(default_factory=list)
+    exc_types: dict[str, int] = msgspec.field(default_factory=dict)
+    exc_examples: dict[str, Ev] = msgspec.field(default_factory=dict)
+    completed_names: list[str] = msgspec.field(default_factory=list)  # recent, for de-duplication
+    running_names: list[str] = msgspec.field(default_factory=list)
+    vanished_names: list[str] = msgspec.field(default_factory=list)  # may reappear on a retry
+    coherent_samples: int = 0
+    incoherent_samples: int = 0
+    incoherent_examples: list[Ev] = msgspec.field(default_factory=list)
+    incoherent_reasons: dict[str, int] = msgspec.field(default_factory=dict)
+
+
+class SchedulerState(msgspec.Struct):
+    last_ts: float | None = None
+    state: str | None = None
+    pods: int | None = None
+    failure_count: int | None = None
+    preemption_count: int | None = None
+    attempt: int | None = None
+    max_retries: int | None = None
+    scheduler: str | None = None
+    first_running_ts: float | None = None
+    attempts: list[tuple[int, str | None, int | None, float | None, str | None]] = msgspec.field(
+        default_factory=list
+    )  # (attempt, terminal_state, exit_code, ended_at, error)
+    pod_reasons: dict[str, int] = msgspec.field(default_factory=dict)
+    pod_reason_examples: dict[str, Ev] = msgspec.field(default_factory=dict)
+    max_pod_restarts: int = 0
+
+
+class MetricHistory(msgspec.Struct):
+    loss: list[tuple[float, float]] = msgspec.field(default_factory=list)
+    grad_norm: list[tuple[float, float]] = msgspec.field(default_factory=list)
+    entropy: list[tuple[float, float]] = msgspec.field(default_factory=list)
+    nonfinite: int = 0
+    nonfinite_ev: Ev | None = None
+
+
+class JobHealth(msgspec.Struct):
+    """All a job's evidence, folded. Create with HealthCore.new_state; advance with HealthCore.step."""
+
+    job_id: str
+    v: int = STATE_VERSION
+    spec: dict | None = None  # JobSpec as JSON-able dict (small)
+    spec_ts: float | None = None
+    first_event_ts: float | None = None
+    last_event_ts: float | None = None
+    last_step_now: float | None = None  # the `now` of the latest step, to tell the monitor's own gaps
+    events: int = 0
+    lines: int = 0
+    enforce_eager: bool | None = None
+    enforce_eager_source: str = ""
+    cuda_graphs_seen: bool = False
+    streams: dict[str, StreamState] = msgspec.field(default_factory=dict)
+    role_last_ts: dict[str, float] = msgspec.field(default_factory=dict)
+    engines: dict[str, EngineState] = msgspec.field(default_factory=dict)
+    gpus: dict[str, GpuHost] = msgspec.field(default_factory=dict)
+    signals: dict[str, SignalStat] = msgspec.field(default_factory=dict)
+    tracebacks: list[TracebackRec] = msgspec.field(default_factory=list)
+    trainer: TrainerState = msgspec.field(default_factory=TrainerState)
+    trials: TrialStats = msgspec.field(default_factory=TrialStats)
+    eval_trials: TrialStats = msgspec.field(default_factory=TrialStats)
+    sched: SchedulerState = msgspec.field(default_factory=SchedulerState)
+    metrics: MetricHistory = msgspec.field(default_factory=MetricHistory)
+    shippers: dict[str, tuple[float, float, bool]] = msgspec.field(default_factory=dict)  # id -> (last ts, interval, stopping)
+    batch_progress: list[tuple[float, int, int]] = msgspec.field(default_factory=list)  # (ts, successful, total)
+    ended: bool = False
+
+    def to_bytes(self) -> bytes:
+        return _ENCODER.encode(self)
+
+    @staticmethod
+    def from_bytes(data: bytes) -> "JobHealth":
+        state = _DECODER.decode(data)
+        if state.v != STATE_VERSION:
+            raise ValueError(f"state version {state.v} is not {STATE_VERSION}")
+        return state
+
+    def size_bytes(self) -> int:
+        return len(self.to_bytes())
+
+
+_ENCODER = msgspec.msgpack.Encoder()
+_DECODER = msgspec.msgpack.Decoder(JobHealth)
+
+
+def push_capped(items: list, item: object, cap: int) -> None:
+    """Append and drop the oldest entries beyond `cap`."""
+    items.append(item)
+    if len(items) > cap:
+        del items[: len(items) - cap]

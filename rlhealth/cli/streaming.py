@@ -1,0 +1,135 @@
+"""`rlhealth worker`, `rlhealth verdicts`, `rlhealth replay`: the Kafka side of rlhealth."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import click
+import orjson
+
+from rlhealth.cli.options import bootstrap_option
+
+
+def _catalog(prefix: str | None, partitions: int | None = None):
+    from rlhealth.streams.topics import TopicCatalog
+
+    return TopicCatalog.from_env(prefix=prefix, partitions=partitions)
+
+
+prefix_option = click.option("--topic-prefix", "topic_prefix", envvar="RLHEALTH_TOPIC_PREFIX", default=None,
+                             show_envvar=True, help="Prefix of every topic name (isolates deployments and tests).")
+
+
+@click.command()
+@bootstrap_option()
+@click.option("--metrics-port", type=int, default=None, help="Serve Prometheus /metrics on this port.")
+@click.option("--metrics-addr", default="127.0.0.1", show_default=True, help="Address of the /metrics server.")
+@click.option("--tick-secs", type=float, default=10.0, show_default=True, help="How often owned jobs are judged.")
+@click.option("--heartbeat-secs", type=float, default=300.0, show_default=True,
+              help="Republish an unchanged verdict this often.")
+@click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
+              help="Write findings, verdicts and dead letters to this DuckDB file (one worker per file).")
+@prefix_option
+@click.option("--app-id", default="rlhealth", show_default=True, help="faust app id (consumer group, changelogs).")
+@click.option("--no-create-topics", is_flag=True, help="Do not create missing topics at start.")
+@click.option("--loglevel", default="info", show_default=True)
+def worker(bootstrap: str, metrics_port: int | None, metrics_addr: str, tick_secs: float, heartbeat_secs: float,
+           db_path: str | None, topic_prefix: str | None, app_id: str, no_create_topics: bool, loglevel: str) -> None:
+    """Run the streaming worker: events in, verdicts out, state in a changelogged table.
+
+    Exits non-zero if its stream agent dies (70), so the orchestrator restarts it.
+    """
+    from rlhealth.streams.workers import StreamWorker, WorkerSettings
+
+    catalog = _catalog(topic_prefix)
+    if not no_create_topics:
+        from rlhealth.sinks.kafka import ensure_topics
+
+        ensure_topics(bootstrap, catalog)
+    settings = WorkerSettings(bootstrap=bootstrap, catalog=catalog, app_id=app_id, tick_secs=tick_secs,
+                              heartbeat_secs=heartbeat_secs, metrics_port=metrics_port, metrics_addr=metrics_addr,
+                              db_path=db_path, loglevel=loglevel)
+    sys.exit(StreamWorker(settings).run())
+
+
+@click.command()
+@bootstrap_option()
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new verdicts.")
+@click.option("--job", default=None, help="Only this job.")
+@click.option("--latest", is_flag=True, help="Only each job's newest verdict (highest seq).")
+@click.option("--only-kill", is_flag=True, help="Only KILL verdicts.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--group", default=None, help="Consumer group (commits offsets); default: read everything, commit nothing.")
+@click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
+              help="Also store every verdict read in this DuckDB evidence file.")
+@prefix_option
+def verdicts(bootstrap: str, follow: bool, job: str | None, latest: bool, only_kill: bool, fmt: str,
+             group: str | None, db_path: str | None, topic_prefix: str | None) -> None:
+    """Print verdicts from the verdict topic.
+
+    `--latest --job J --format json` prints that job's newest verdict as one JSON object (exit 1 if none).
+    """
+    from rlhealth.schemas import render_text
+    from rlhealth.streams.verdict_reader import latest_verdicts, read_verdicts
+
+    if latest and follow:
+        raise click.UsageError("--latest and --follow do not combine")
+    topic = _catalog(topic_prefix).verdicts
+    store = None
+    if db_path:
+        from rlhealth.sinks.duckdb import EvidenceStore
+
+        store = EvidenceStore(db_path, flush_rows=1000)
+
+    def emit(v) -> None:
+        if store is not None:
+            store.add_verdict(v)
+        if fmt == "json":
+            click.echo(v.model_dump_json())
+        else:
+            click.echo(render_text(v) + "\n")
+
+    try:
+        if latest:
+            newest = latest_verdicts(bootstrap, topic, job=job, only_kill=only_kill)
+            if not newest:
+                raise click.ClickException("no verdict" + (f" for job {job}" if job else ""))
+            for v in newest.values():
+                emit(v)
+        else:
+            for v in read_verdicts(bootstrap, topic, follow=follow, job=job, only_kill=only_kill, group_id=group):
+                emit(v)
+                sys.stdout.flush()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if store is not None:
+            store.close()
+
+
+@click.command()
+@click.argument("capture", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--to-kafka", is_flag=True, required=True, help="Produce to the event topics (the only target).")
+@bootstrap_option()
+@click.option("--speed", type=float, default=None,
+              help="Compress the capture's timeline X times (default: as fast as possible, times shifted to now).")
+@click.option("--job-id", default=None, help="Replay under another job id (e.g. to run one capture twice).")
+@prefix_option
+@click.option("--no-create-topics", is_flag=True, help="Do not create missing topics first.")
+def replay(capture: Path, to_kafka: bool, bootstrap: str, speed: float | None, job_id: str | None,
+           topic_prefix: str | None, no_create_topics: bool) -> None:
+    """Produce a capture's events to Kafka in event-time order, rebased so it ends now."""
+    from rlhealth.streams.replay import replay_capture
+
+    catalog = _catalog(topic_prefix)
+    if not no_create_topics:
+        from rlhealth.sinks.kafka import ensure_topics
+
+        ensure_topics(bootstrap, catalog)
+    logging.basicConfig(level=logging.WARNING)
+    stats = replay_capture(capture, bootstrap, catalog=catalog, speed=speed, job_id=job_id)
+    click.echo(orjson.dumps({"events": stats.events, "by_kind": stats.by_kind, "shift_s": round(stats.shift_s, 3),
+                             "started_at": stats.started_at.isoformat() if stats.started_at else None,
+                             "finished_at": stats.finished_at.isoformat() if stats.finished_at else None}).decode())

@@ -1,0 +1,536 @@
+"""A capture directory (shared/CAPTURE_FORMAT.md) -> the same events the live shippers send.
+
+    cap = open_capture(path)            # raises CaptureError when capture.json is missing/invalid
+    for event in cap.events():          # JobSpec first, then every event in event-time order
+        ...
+    cap.problems                        # what was missing/broken, and which gate it starves
+
+Every source becomes an iterator that is already ordered by event time; `events()` merges them
+with a heap, so a 1 GB capture streams through in constant memory (log files are read lazily in
+chunks; GPU CSVs, state lines, pod snapshots, sacct and trials are small and read eagerly).
+
+Choices worth knowing (see also the logfiles / harbor / nvidia_smi / kubectl / slurm modules):
+
+* JobSpec: `job.json` fields win; missing typed fields are filled from `config/*.yaml` facts
+  (`resolved_config.spec_facts`); `JobSpec.config` holds the flat dotted config keys.
+  Its event_time is the earliest event of the capture, or `captured_at` when there is none.
+* pods/*.json snapshots become `JobStatePoll`s with `pod_statuses`; their state (and attempt
+  fields) are copied from the latest state.jsonl poll at or before the snapshot time (the
+  earliest one after it when none is before); without state.jsonl the sacct timeline is used
+  the same way; with neither, the state is inferred from the pod phases.
+* sacct.txt -> state polls per leg start/end (`slurm.sacct_state_polls`), emitted in addition
+  to state.jsonl when both exist.
+* Log files with no timestamps at all: event_time = file mtime when it is not after
+  `captured_at`, else the start of the capture window (earliest state/GPU/pod/sacct/trial time),
+  else `captured_at`.
+* `problems` lists static findings (missing/empty sources) right after `open_capture`; problems
+  found while reading (bad rows, invalid UTF-8, truncated files) are added as `events()` runs
+  and are complete once it is exhausted. Nothing but capture.json is ever fatal.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Literal
+
+import orjson
+from pydantic import ValidationError
+
+from rlhealth.schemas.common import EventBase, Source
+from rlhealth.schemas.events import (
+    GeometrySpec,
+    GpuPoll,
+    HardwareSpec,
+    JobSpec,
+    JobStatePoll,
+    ModelSpec,
+    RolloutSpec,
+)
+from rlhealth.sources import harbor, kubectl, slurm
+from rlhealth.sources.logfiles import LogReader, slurm_leg_order, source_for
+from rlhealth.sources.nvidia_smi import GpuCsvParser, attach_apps, parse_compute_apps_csv
+from rlhealth.sources.resolved_config import load_config_files, spec_facts
+
+UTC = timezone.utc
+SHIPPER = "capture"
+_SCHEDULERS = ("kubernetes", "slurm", "other")
+_SKIP_LOG_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zip", ".tar")
+
+Problem = Literal["missing", "empty", "truncated", "invalid_utf8", "unreadable", "parse_error"]
+Gate = Literal["A", "B", "C", "restarts"]
+
+
+class CaptureError(Exception):
+    """The directory is not a capture (no readable capture.json). The CLI exits with status 2."""
+
+
+@dataclass(frozen=True)
+class CaptureInfo:
+    job_id: str
+    cluster: str | None
+    scheduler: str
+    captured_at: datetime
+
+
+@dataclass
+class SourceProblem:
+    path: str  # relative to the capture root
+    problem: Problem
+    gate: Gate | None  # the gate that loses evidence; None for job-spec inputs
+    note: str
+    count: int = 1
+
+
+def _parse_time(v: Any) -> datetime | None:
+    if not isinstance(v, str) or not v.strip():
+        return None
+    s = v.strip()
+    if s.endswith("Z"):
+        s = s[:-1] + "+00:00"
+    try:
+        d = datetime.fromisoformat(s)
+    except ValueError:
+        return None
+    return d.replace(tzinfo=UTC) if d.tzinfo is None else d.astimezone(UTC)
+
+
+def read_capture_info(path: Path) -> CaptureInfo:
+    p = Path(path)
+    if not p.is_dir():
+        raise CaptureError(f"{p}: not a directory")
+    cj = p / "capture.json"
+    try:
+        raw = cj.read_bytes()
+    except FileNotFoundError:
+        raise CaptureError(f"{cj}: missing (every capture needs capture.json with job_id, cluster, scheduler, captured_at)") from None
+    except OSError as exc:
+        raise CaptureError(f"{cj}: unreadable: {exc}") from None
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise CaptureError(f"{cj}: not valid JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise CaptureError(f"{cj}: must hold a JSON object")
+    job_id = obj.get("job_id")
+    if not isinstance(job_id, str) or not job_id.strip() or len(job_id) > 256:
+        raise CaptureError(f"{cj}: job_id must be a non-empty string")
+    captured_at = _parse_time(obj.get("captured_at"))
+    if captured_at is None:
+        raise CaptureError(f"{cj}: captured_at must be an RFC 3339 time, got {obj.get('captured_at')!r}")
+    scheduler = obj.get("scheduler")
+    scheduler = scheduler if scheduler in _SCHEDULERS else "other"
+    cluster = obj.get("cluster") if isinstance(obj.get("cluster"), str) else None
+    return CaptureInfo(job_id=job_id.strip(), cluster=cluster, scheduler=scheduler, captured_at=captured_at)
+
+
+def _read_text(path: Path) -> tuple[str | None, int, str | None]:
+    """(text, invalid utf-8 line count, error)."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        return None, 0, str(exc)[:200]
+    try:
+        return raw.decode("utf-8"), 0, None
+    except UnicodeDecodeError:
+        bad = 0
+        for line in raw.split(b"\n"):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError:
+                bad += 1
+        return raw.decode("utf-8", errors="replace"), bad, None
+
+
+@dataclass
+class _Peeked:
+    first: EventBase
+    rest: Iterator[EventBase]
+
+    def __iter__(self) -> Iterator[EventBase]:
+        yield self.first
+        yield from self.rest
+
+
+@dataclass
+class CaptureStats:
+    events: dict[str, int] = field(default_factory=dict)
+    log_files: int = 0
+    log_lines: int = 0
+    log_bytes: int = 0
+
+
+class Capture:
+    def __init__(self, path: Path, info: CaptureInfo, *, batch_lines: int = 500) -> None:
+        self.path = Path(path)
+        self.info = info
+        self.batch_lines = batch_lines
+        self._static: list[SourceProblem] = []
+        self.problems: list[SourceProblem] = []
+        self.stats = CaptureStats()
+        self._scan()
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _rel(self, p: Path) -> str:
+        return p.relative_to(self.path).as_posix()
+
+    def _source(self, rel: str, **kw: Any) -> Source:
+        return Source(cluster=self.info.cluster, stream=rel, shipper=SHIPPER, **kw)
+
+    def _problem(self, path: str, problem: Problem, gate: Gate | None, note: str, count: int = 1) -> None:
+        self.problems.append(SourceProblem(path, problem, gate, note, count))
+
+    def _scan(self) -> None:
+        """Static problems: what is missing or empty, before reading anything big."""
+        p = self.path
+        add = lambda *a: self._static.append(SourceProblem(*a))  # noqa: E731
+        logs = self.log_files()
+        if not (p / "logs").is_dir():
+            add("logs", "missing", "A", "no logs/ directory: liveness has no log evidence")
+        elif not logs:
+            add("logs", "empty", "A", "logs/ holds no files: liveness has no log evidence")
+        if not (p / "state.jsonl").exists():
+            alt = " (state comes from sacct.txt)" if (p / "sacct.txt").exists() else (
+                " (pod snapshots only)" if self.pod_files() else "")
+            add("state.jsonl", "missing", "A", "no state.jsonl: the scheduler's view of the job is unknown" + alt)
+        if not (p / "gpu").is_dir():
+            add("gpu", "missing", "B", "no gpu/ directory: GPU utilisation is unknown")
+        elif not self.gpu_files():
+            add("gpu", "empty", "B", "gpu/ holds no <host>.csv files: GPU utilisation is unknown")
+        if not (p / "trace_jobs").is_dir():
+            add("trace_jobs", "missing", "C", "no trace_jobs/: rollout quality is unknown")
+        if self.info.scheduler == "slurm" and not (p / "sacct.txt").exists() and not (p / "state.jsonl").exists():
+            add("sacct.txt", "missing", "restarts", "no sacct.txt: earlier SLURM legs (attempts) are unknown")
+        if not (p / "job.json").exists() and not self.config_files():
+            add("job.json", "missing", None, "no job.json and no config/*.yaml: model/geometry expectations unknown")
+        self.problems = list(self._static)
+
+    def log_files(self) -> list[Path]:
+        root = self.path / "logs"
+        out: list[Path] = []
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames.sort()
+            for f in sorted(filenames):
+                out.append(Path(dirpath) / f)
+        return sorted(out, key=lambda q: q.relative_to(root).as_posix())
+
+    def gpu_files(self) -> list[Path]:
+        d = self.path / "gpu"
+        if not d.is_dir():
+            return []
+        return sorted(q for q in d.glob("*.csv") if not q.name.endswith(".apps.csv"))
+
+    def pod_files(self) -> list[Path]:
+        d = self.path / "pods"
+        return sorted(d.glob("*.json")) if d.is_dir() else []
+
+    def config_files(self) -> list[Path]:
+        d = self.path / "config"
+        return sorted(list(d.glob("*.yaml")) + list(d.glob("*.yml"))) if d.is_dir() else []
+
+    # -- job spec ---------------------------------------------------------------------------
+    def job_spec(self, event_time: datetime | None = None) -> JobSpec:
+        fields: dict[str, Any] = {}
+        jp = self.path / "job.json"
+        if jp.exists():
+            try:
+                obj = orjson.loads(jp.read_bytes())
+                if not isinstance(obj, dict):
+                    raise ValueError("job.json must hold an object")
+            except (OSError, ValueError) as exc:
+                self._problem("job.json", "parse_error", None, f"job.json ignored: {str(exc)[:200]}")
+                obj = {}
+            models = {"model": ModelSpec, "hardware": HardwareSpec, "geometry": GeometrySpec, "rollout": RolloutSpec}
+            for k, v in obj.items():
+                if k in models:
+                    try:
+                        fields[k] = models[k].model_validate(v).model_dump(exclude_none=True, exclude_defaults=True)
+                    except ValidationError as exc:
+                        self._problem("job.json", "parse_error", None, f"job.json {k} ignored: {exc.errors()[0]['msg']}")
+                elif k in ("expected_step_s", "new_or_untested", "max_retries", "enforce_eager", "started_at", "config"):
+                    fields[k] = v
+        flat: dict[str, Any] = {}
+        cfgs = self.config_files()
+        if cfgs:
+            flat, errors = load_config_files(cfgs)
+            for path, err in errors:
+                self._problem(self._rel(path), "empty" if err == "empty" else "parse_error", None, f"config ignored: {err}")
+            for k, v in spec_facts(flat).items():
+                if isinstance(v, dict):
+                    sect = fields.setdefault(k, {})
+                    for kk, vv in v.items():
+                        sect.setdefault(kk, vv)
+                else:
+                    if fields.get(k) is None:
+                        fields[k] = v
+        cfg = dict(flat)
+        if isinstance(fields.get("config"), dict):
+            cfg.update(fields["config"])
+        fields["config"] = cfg
+        base = dict(job_id=self.info.job_id, event_time=event_time or self.info.captured_at,
+                    source=self._source("job.json"))
+        try:
+            return JobSpec(**base, **fields)
+        except ValidationError as exc:
+            self._problem("job.json", "parse_error", None, f"job spec fields dropped: {exc.errors()[0]['msg']}")
+            keep = {k: v for k, v in fields.items() if k in ("model", "hardware", "geometry", "rollout", "config")}
+            try:
+                return JobSpec(**base, **keep)
+            except ValidationError:
+                return JobSpec(**base)
+
+    # -- state ------------------------------------------------------------------------------
+    def _state_polls(self) -> list[JobStatePoll]:
+        sp = self.path / "state.jsonl"
+        if not sp.exists():
+            return []
+        text, bad_utf8, err = _read_text(sp)
+        if text is None:
+            self._problem("state.jsonl", "unreadable", "A", err or "unreadable")
+            return []
+        if not text.strip():
+            self._problem("state.jsonl", "empty", "A", "state.jsonl is empty: scheduler state unknown")
+            return []
+        if bad_utf8:
+            self._problem("state.jsonl", "invalid_utf8", "A", "lines with invalid UTF-8", bad_utf8)
+        sched = self.info.scheduler
+        polls: list[JobStatePoll] = []
+        bad = 0
+        lines = text.split("\n")
+        truncated = bool(lines and lines[-1].strip())
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                obj = orjson.loads(line)
+                if not isinstance(obj, dict):
+                    raise ValueError("not an object")
+                t = _parse_time(obj.get("ts"))
+                if t is None:
+                    raise ValueError("no ts")
+                state = obj.get("state")
+                polls.append(
+                    JobStatePoll(
+                        job_id=self.info.job_id,
+                        event_time=t,
+                        source=self._source("state.jsonl"),
+                        state=state if state in ("pending", "running", "succeeded", "failed", "killed") else "unknown",
+                        pods=obj.get("pods"),
+                        failure_count=obj.get("failure_count"),
+                        preemption_count=obj.get("preemption_count"),
+                        attempt=obj.get("attempt"),
+                        max_retries=obj.get("max_retries"),
+                        attempts=obj.get("attempts") or [],
+                        scheduler=sched,  # type: ignore[arg-type]
+                    )
+                )
+            except (ValueError, ValidationError):
+                bad += 1
+        if bad:
+            kind: Problem = "truncated" if truncated and bad == 1 else "parse_error"
+            self._problem("state.jsonl", kind, "A", "state lines skipped (bad JSON or fields)", bad)
+        polls.sort(key=lambda e: e.event_time)
+        return polls
+
+    def _sacct(self) -> list[slurm.SlurmLeg]:
+        sp = self.path / "sacct.txt"
+        if not sp.exists():
+            return []
+        text, _bad, err = _read_text(sp)
+        if text is None:
+            self._problem("sacct.txt", "unreadable", "restarts", err or "unreadable")
+            return []
+        if not text.strip():
+            self._problem("sacct.txt", "empty", "restarts", "sacct.txt is empty")
+            return []
+        res = slurm.parse_sacct(text)
+        if res.bad_lines:
+            self._problem("sacct.txt", "parse_error", "restarts", "sacct lines skipped", res.bad_lines)
+        return res.legs
+
+    def _pod_polls(self, timeline: list[JobStatePoll]) -> list[JobStatePoll]:
+        out: list[JobStatePoll] = []
+        for f in self.pod_files():
+            rel = self._rel(f)
+            t = kubectl.snapshot_time(f)
+            if t is None:
+                try:
+                    t = min(datetime.fromtimestamp(f.stat().st_mtime, UTC), self.info.captured_at)
+                except OSError:
+                    t = self.info.captured_at
+                self._problem(rel, "parse_error", "A", "file name is not an RFC 3339 time; used its mtime")
+            try:
+                raw = f.read_bytes()
+                if not raw.strip():
+                    self._problem(rel, "empty", "A", "empty pod snapshot")
+                    continue
+                pods = kubectl.load_pods_json(raw)
+            except (OSError, ValueError, ValidationError) as exc:
+                self._problem(rel, "truncated" if raw.rstrip()[-1:] not in (b"}", b"]") else "parse_error", "A",
+                              f"pod snapshot ignored: {str(exc)[:150]}")
+                continue
+            base: dict[str, Any]
+            ref = None
+            for s in timeline:
+                if s.event_time <= t:
+                    ref = s
+                else:
+                    break
+            if ref is None and timeline:
+                ref = timeline[0]
+            if ref is not None:
+                base = dict(state=ref.state, failure_count=ref.failure_count, preemption_count=ref.preemption_count,
+                            attempt=ref.attempt, max_retries=ref.max_retries, attempts=list(ref.attempts),
+                            scheduler=ref.scheduler)
+            else:
+                base = dict(state=kubectl.infer_state(pods), scheduler="kubernetes")
+            out.append(JobStatePoll(job_id=self.info.job_id, event_time=t, source=self._source(rel),
+                                    pods=len(pods), pod_statuses=pods, **base))
+        out.sort(key=lambda e: e.event_time)
+        return out
+
+    # -- gpu --------------------------------------------------------------------------------
+    def _gpu_polls(self, f: Path) -> list[GpuPoll]:
+        rel = self._rel(f)
+        host = f.name[: -len(".csv")]
+        text, bad_utf8, err = _read_text(f)
+        if text is None:
+            self._problem(rel, "unreadable", "B", err or "unreadable")
+            return []
+        if not text.strip():
+            self._problem(rel, "empty", "B", f"no nvidia-smi polls for {host}")
+            return []
+        if bad_utf8:
+            self._problem(rel, "invalid_utf8", "B", "lines with invalid UTF-8", bad_utf8)
+        parser = GpuCsvParser(job_id=self.info.job_id, host=host, source=self._source(rel, host=host))
+        lines = text.split("\n")
+        tail_cut = bool(lines and lines[-1].strip())
+        polls = parser.feed(lines)
+        polls.extend(parser.flush())
+        if parser.bad_rows:
+            kind: Problem = "truncated" if tail_cut and parser.bad_rows == 1 else "parse_error"
+            self._problem(rel, kind, "B", f"rows skipped, e.g. {parser.bad_examples[:1]}", parser.bad_rows)
+        if not polls:
+            self._problem(rel, "parse_error", "B", f"no parseable nvidia-smi rows for {host}")
+        polls.sort(key=lambda e: e.event_time)
+        apps = f.with_name(host + ".apps.csv")
+        if apps.exists() and polls:
+            atext, _b, aerr = _read_text(apps)
+            if atext is None:
+                self._problem(self._rel(apps), "unreadable", "B", aerr or "unreadable")
+            else:
+                res = parse_compute_apps_csv(atext)
+                if res.bad_rows:
+                    self._problem(self._rel(apps), "parse_error", "B", "compute-app rows skipped", res.bad_rows)
+                polls = attach_apps(polls, res.groups)
+        return polls
+
+    # -- logs -------------------------------------------------------------------------------
+    def _log_iter(self, f: Path, source: Source, fallback: Callable[[], datetime]) -> Iterator[EventBase]:
+        rel = self._rel(f)
+        gate: Gate = "B" if f.name.startswith("dmesg") else "A"
+        try:
+            size = f.stat().st_size
+        except OSError as exc:
+            self._problem(rel, "unreadable", gate, str(exc)[:200])
+            return
+        if size == 0:
+            self._problem(rel, "empty", gate, "empty log file")
+            return
+        reader = LogReader(f, job_id=self.info.job_id, source=source, batch_lines=self.batch_lines)
+        try:
+            yield from reader.read(final=True, ref_time=self.info.captured_at, fallback_time=fallback)
+        except OSError as exc:
+            self._problem(rel, "unreadable", gate, f"read stopped: {str(exc)[:200]}")
+        self.stats.log_files += 1
+        self.stats.log_lines += reader.lines_read
+        self.stats.log_bytes += reader.bytes_read
+        if reader.invalid_utf8_lines:
+            self._problem(rel, "invalid_utf8", gate, "lines with invalid UTF-8 (decoded with U+FFFD)",
+                          reader.invalid_utf8_lines)
+        if reader.tail.missing_final_newline:
+            self._problem(rel, "truncated", gate, "last line has no newline (file cut mid-line)")
+        if reader.truncated_lines:
+            self._problem(rel, "truncated", gate, "lines longer than 65536 characters were cut",
+                          reader.truncated_lines)
+
+    # -- trials -----------------------------------------------------------------------------
+    def _trial_events(self) -> list[EventBase]:
+        root = self.path / "trace_jobs"
+        if not root.is_dir():
+            return []
+        out: list[EventBase] = []
+        n = 0
+        for tr in harbor.read_trials(root, job_id=self.info.job_id, ref_time=self.info.captured_at,
+                                     source=Source(cluster=self.info.cluster, shipper=SHIPPER)):
+            n += 1
+            out.append(tr.started)
+            if tr.completed is not None:
+                out.append(tr.completed)
+            for sub, problem, note in tr.problems:
+                self._problem(f"{tr.rel}/{sub}" if sub else tr.rel, problem, "C", note)  # type: ignore[arg-type]
+        if n == 0:
+            self._problem("trace_jobs", "empty", "C", "trace_jobs/ holds no trial directories")
+        out.sort(key=lambda e: e.event_time)
+        return out
+
+    # -- the stream -------------------------------------------------------------------------
+    def events(self) -> Iterator[EventBase]:
+        """JobSpec first, then every event of the capture in event-time order."""
+        self.problems = list(self._static)
+        self.stats = CaptureStats()
+        info = self.info
+        state = self._state_polls()
+        legs = self._sacct()
+        chain = slurm.chain_legs(legs) if legs else []
+        sacct_polls = (slurm.sacct_state_polls(legs, job_id=info.job_id, captured_at=info.captured_at,
+                                               source=self._source("sacct.txt")) if legs else [])
+        pods = self._pod_polls(state or sacct_polls)
+        gpu = [self._gpu_polls(f) for f in self.gpu_files()]
+        trials = self._trial_events()
+
+        eager: list[list[EventBase]] = [state, sacct_polls, pods, *gpu, trials]  # type: ignore[list-item]
+        firsts = [lst[0].event_time for lst in eager if lst]
+        window_start = min(firsts) if firsts else info.captured_at
+
+        log_files = self.log_files()
+        rels = [self._rel(f) for f in log_files]
+        legs_by_id = slurm.leg_index(chain) if chain else slurm_leg_order(rels)
+        iters: list[Iterable[EventBase]] = [lst for lst in eager if lst]
+        for f, rel in zip(log_files, rels):
+            if f.name.endswith(_SKIP_LOG_SUFFIXES):
+                self._problem(rel, "unreadable", "A", "compressed log not read; decompress it into the capture")
+                continue
+            try:
+                mtime = datetime.fromtimestamp(f.stat().st_mtime, UTC)
+            except OSError:
+                mtime = info.captured_at
+            fb_time = mtime if mtime <= info.captured_at else window_start
+            src = source_for(rel, cluster=info.cluster, shipper=SHIPPER, leg_index=legs_by_id)
+            it = self._log_iter(f, src, lambda t=fb_time: t)
+            first = next(it, None)
+            if first is not None:
+                iters.append(_Peeked(first, it))
+        heads = [lst[0] if isinstance(lst, list) else lst.first for lst in iters]  # type: ignore[union-attr]
+        start = min((h.event_time for h in heads), default=info.captured_at)
+        spec = self.job_spec(start)
+        counts = self.stats.events
+        counts["job_spec"] = 1
+        yield spec
+        for ev in heapq.merge(*iters, key=lambda e: e.event_time):
+            counts[ev.kind] = counts.get(ev.kind, 0) + 1  # type: ignore[attr-defined]
+            yield ev
+
+
+def open_capture(path: Path | str, *, batch_lines: int = 500) -> Capture:
+    """Open a capture directory. Raises `CaptureError` when it has no valid capture.json."""
+    p = Path(path)
+    info = read_capture_info(p)
+    return Capture(p, info, batch_lines=batch_lines)
+
+
+__all__ = ["Capture", "CaptureError", "CaptureInfo", "CaptureStats", "SourceProblem", "open_capture",
+           "read_capture_info"]

@@ -1,0 +1,423 @@
+"""The streaming worker: thin faust agents and timers around the pure health core.
+
+One agent (`judge_job_events`) reads every event topic as raw bytes. Per record it
+
+1. decodes with `rlhealth.schemas.decode_event`; a record it cannot use (bad JSON, unknown kind or
+   version, invalid fields, a kind on the wrong topic, a key that is not `job_key(job_id)`) goes
+   whole to the dead-letter topic with its reason, and is counted; nothing crashes the agent;
+2. loads the job's `JobHealth` from the `job_health` table, calls `core.step(state, event, now)`
+   and REASSIGNS `table[key] = state.to_bytes()` (the assignment writes the changelog);
+   an exception from the core dead-letters the record with stage="core", reason="core_error";
+3. on `JobEnded`, deletes the job's state and drops its metric series.
+
+A timer (`tick_secs`) judges the jobs of the partitions this worker owns, with the wall clock:
+it publishes to the verdict topic when the call changes (`Verdict.same_call`) or as a heartbeat
+every `heartbeat_secs`, with a per-job `seq` kept in the `verdict_book` table, and refreshes the
+Prometheus exporter from `core.metrics`. Series of jobs this worker no longer owns (revoked
+partitions, ended jobs) are removed.
+
+Worker downtime is not the job's silence: after an assignment a partition is judged only once
+the worker has processed every record that was in it at assignment time ("caught up": the
+committed offset reached the high-water mark the partition had when it was assigned). Until then
+the backlog, which holds the job's events from while we were down, is still being folded in.
+
+If anything escapes the per-record handling (a bug in the worker itself), the process exits with
+status 70 instead of idling with a dead agent (anchors.md §B.2 item 2); the orchestrator restarts
+it and the changelog restores the state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from typing import Any
+
+import faust
+from faust.types import TP
+
+from rlhealth.schemas import DeadLetter, EventDecodeError, decode_event, encode, job_key
+from rlhealth.sinks.prometheus import Exporter
+from rlhealth.streams.app import DEFAULT_APP_ID, group_id, make_app
+from rlhealth.streams.tables import Tables, VerdictBook, make_tables
+from rlhealth.streams.topics import TopicCatalog
+
+log = logging.getLogger("rlhealth.worker")
+
+EXIT_AGENT_DIED = 70
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    bootstrap: str
+    catalog: TopicCatalog
+    app_id: str = DEFAULT_APP_ID
+    tick_secs: float = 10.0
+    heartbeat_secs: float = 300.0
+    metrics_port: int | None = None
+    metrics_addr: str = "127.0.0.1"
+    db_path: str | None = None
+    web_port: int | None = None
+    loglevel: str = "info"
+
+
+CORE_FACTORY_ENV = "RLHEALTH_CORE_FACTORY"
+
+
+def default_core() -> Any:
+    """The process's HealthCore, built once by the composition helper.
+
+    $RLHEALTH_CORE_FACTORY=module:callable swaps in another factory (tests use it to make the core
+    fail on purpose); unset, it is `rlhealth.runtime.build_core`.
+    """
+    target = os.environ.get(CORE_FACTORY_ENV, "").strip()
+    if target:
+        import importlib
+
+        module, _, attr = target.partition(":")
+        return getattr(importlib.import_module(module), attr)()
+    from rlhealth.runtime import build_core  # the lead's composition root
+
+    return build_core()
+
+
+class StreamWorker:
+    """Wires the app, tables, agent, timers, exporter and (optionally) the evidence store."""
+
+    def __init__(self, settings: WorkerSettings, *, core: Any | None = None, exporter: Exporter | None = None,
+                 clock: Callable[[], datetime] | None = None) -> None:
+        self.settings = settings
+        self.catalog = settings.catalog
+        self.core = core if core is not None else default_core()
+        self.exporter = exporter or Exporter()
+        self.clock = clock or (lambda: datetime.now(timezone.utc))
+        self.app: faust.App = make_app(settings.bootstrap, app_id=settings.app_id, catalog=self.catalog,
+                                       web_port=settings.web_port)
+        self.group_id = group_id(settings.app_id, self.catalog)
+        self.tables: Tables = make_tables(self.app, self.catalog.partitions)
+        self.event_topics = set(self.catalog.event_topics)
+        self._kinds = {t: self.catalog.kinds_for_topic(t) for t in self.event_topics}
+        self.source = self.app.topic(*sorted(self.event_topics), key_type=bytes, value_type=bytes)
+        self.verdict_topic = self.app.topic(self.catalog.verdicts, key_type=bytes, value_type=bytes)
+        self.dead_letter_topic = self.app.topic(self.catalog.deadletter, key_type=bytes, value_type=bytes)
+        self.store = None
+        if settings.db_path:
+            from rlhealth.sinks.duckdb import EvidenceStore
+
+            self.store = EvidenceStore(settings.db_path, flush_rows=50_000)
+        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlhealth-io")
+        self._admin = None
+        # caught-up bookkeeping: tp -> next offset to process / high-water mark at assignment
+        self.processed_next: dict[TP, int] = {}
+        self.catchup_targets: dict[TP, int] = {}
+        self._assignment_pending = True
+        self._metrics_error_logged = False
+        self._register()
+
+    # ------------------------------------------------------------------ wiring
+    def _register(self) -> None:
+        app = self.app
+        app.agent(self.source, name="judge_job_events", concurrency=1)(self._consume)
+        app.timer(self.settings.tick_secs, name="judge_owned_jobs")(self._tick)
+        app.timer(2.0, name="flush_evidence")(self._flush_evidence)
+        app.timer(0.5, name="probe_event_loop")(self._probe_loop)
+        app.on_partitions_assigned.connect(self._on_assigned)
+        app.on_partitions_revoked.connect(self._on_revoked)
+        self._probe_at: float | None = None
+
+    # ------------------------------------------------------------------ per record
+    async def _consume(self, stream: faust.StreamT) -> None:
+        try:
+            async for event in stream.events():
+                dead = self.handle(event.message.topic, event.message.partition, event.message.offset,
+                                   event.message.key, event.value)
+                if dead is not None:
+                    await self._send_dead_letter(dead)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a dead agent must take the process down
+            self._die("agent judge_job_events died", exc)
+
+    def handle(self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None
+               ) -> DeadLetter | None:
+        """Fold one record into its job's state. Returns a dead letter for records we cannot use."""
+        kinds = self._kinds.get(topic, ())
+        hint = kinds[0] if len(kinds) == 1 else None
+        self.processed_next[TP(topic, partition)] = offset + 1
+        if value is None:  # tombstone on a compacted topic: nothing to fold in
+            return None
+
+        def dead(reason: str, detail: str = "", *, stage: str = "decode", kind: str | None = hint,
+                 job_id: str | None = None) -> DeadLetter:
+            self.exporter.failed(kind)
+            self.exporter.dead_lettered(kind, reason)
+            return DeadLetter.build(value if isinstance(value, bytes) else bytes(value), reason, detail, key=key,
+                                    topic=topic, partition=partition, offset=offset, job_id=job_id, stage=stage,
+                                    received_at=self.clock())
+
+        try:
+            ev = decode_event(value)
+        except EventDecodeError as exc:
+            self.exporter.received(hint)
+            return dead(exc.reason, exc.detail)
+        kind = ev.kind  # type: ignore[attr-defined]
+        self.exporter.received(kind)
+        if kinds and kind not in kinds:
+            return dead("wrong_kind_for_topic", f"{kind} on {topic}", kind=kind, job_id=ev.job_id)
+        expected = job_key(ev.job_id)
+        if key is None:
+            return dead("missing_key", "records must be keyed by job_key(job_id)", kind=kind, job_id=ev.job_id)
+        if key != expected:
+            return dead("key_mismatch", f"key {key[:80]!r} is not job_key({ev.job_id!r})", kind=kind,
+                        job_id=ev.job_id)
+
+        table = self.tables.job_health
+        now = self.clock()
+        try:
+            state = self._load(expected, ev.job_id)
+            state, findings = self.core.step(state, ev, now)
+            if kind == "job_ended":
+                if expected in table:
+                    del table[expected]
+                self.exporter.remove(ev.job_id)
+            else:
+                table[expected] = state.to_bytes()
+        except Exception as exc:  # noqa: BLE001 - one bad event must not stop the partition
+            log.warning("core failed on %s/%d@%d (job %s): %r", topic, partition, offset, ev.job_id, exc)
+            return dead("core_error", f"{type(exc).__name__}: {exc}", stage="core", kind=kind, job_id=ev.job_id)
+
+        self.exporter.processed(kind)
+        lines = getattr(ev, "lines", None)
+        if lines:
+            self.exporter.log_lines_processed.inc(len(lines))
+        self.exporter.last_processed.set(time.time())
+        if self.store is not None and findings:
+            ref = {"topic": topic, "partition": partition, "offset": offset}
+            self.store.add_findings(ev.job_id, [f if f.ref else replace(f, ref=ref) for f in findings])
+        return None
+
+    def _load(self, key: bytes, job_id: str) -> Any:
+        raw = self.tables.job_health.get(key)
+        if raw:
+            try:
+                return type(self.core.new_state(job_id)).from_bytes(raw)
+            except Exception as exc:  # noqa: BLE001 - an unreadable state (version bump) restarts the job's state
+                log.warning("state of job %s unreadable (%r); starting afresh", job_id, exc)
+        return self.core.new_state(job_id)
+
+    async def _send_dead_letter(self, record: DeadLetter) -> None:
+        if record.job_id:
+            key: bytes | None = job_key(record.job_id)
+        else:
+            key = None if record.original_key_b64 is None else base64.b64decode(record.original_key_b64)
+        try:
+            fut = await self.dead_letter_topic.send(key=key, value=encode(record))
+            await fut  # delivered before we move on: a record is never lost between "bad" and "kept"
+        except Exception as exc:  # noqa: BLE001
+            log.error("could not publish a dead letter (%s): %r", record.reason, exc)
+            raise
+        if self.store is not None:
+            self.store.add_dead_letter(record)
+
+    # ------------------------------------------------------------------ rebalancing
+    def owned_partitions(self) -> set[int]:
+        try:
+            assignment = self.app.consumer.assignment()
+        except Exception:  # noqa: BLE001 - consumer not started yet
+            return set()
+        return {tp.partition for tp in assignment if tp.topic in self.event_topics}
+
+    async def _on_assigned(self, sender: Any, assigned: set[TP], **kwargs: Any) -> None:
+        event_tps = {tp for tp in assigned if tp.topic in self.event_topics}
+        self.exporter.partitions_owned.set(len({tp.partition for tp in event_tps}))
+        try:
+            highwaters = await self.app.consumer.highwaters(*event_tps) if event_tps else {}
+            committed = await asyncio.get_running_loop().run_in_executor(self._io, self._committed, event_tps)
+        except Exception as exc:  # noqa: BLE001 - without targets every partition waits for the next assignment
+            log.error("could not read offsets at assignment: %r", exc)
+            highwaters, committed = {tp: 1 << 62 for tp in event_tps}, {}
+        targets = {}
+        for tp in event_tps:
+            hw = int(highwaters.get(tp) or 0)
+            start = committed.get(tp, 0)
+            if hw > max(start, self.processed_next.get(tp, 0)):
+                targets[tp] = hw
+        self.catchup_targets = targets
+        self._assignment_pending = False
+        log.info("assigned %d event partitions; %d have a backlog to fold in before judging",
+                 len({tp.partition for tp in event_tps}), len({tp.partition for tp in targets}))
+
+    def _committed(self, tps: set[TP]) -> dict[TP, int]:
+        if not tps:
+            return {}
+        from kafka import TopicPartition
+        from kafka.admin import KafkaAdminClient
+
+        if self._admin is None:
+            self._admin = KafkaAdminClient(bootstrap_servers=self.settings.bootstrap,
+                                           client_id="rlhealth-worker-admin")
+        wanted = [TopicPartition(tp.topic, tp.partition) for tp in tps]
+        if hasattr(self._admin, "list_group_offsets"):  # kafka-python >= 3
+            offsets = self._admin.list_group_offsets({self.group_id: wanted}).get(self.group_id, {})
+        else:  # kafka-python 2.x
+            offsets = self._admin.list_consumer_group_offsets(self.group_id, partitions=wanted)
+        return {TP(tp.topic, tp.partition): om.offset for tp, om in offsets.items() if om.offset >= 0}
+
+    async def _on_revoked(self, sender: Any, revoked: set[TP], **kwargs: Any) -> None:
+        gone = {tp.partition for tp in revoked if tp.topic in self.event_topics}
+        self._assignment_pending = True
+        if gone:
+            for key in self.tables.job_health.keys_in(gone):
+                self.exporter.remove(key.decode("utf-8", "replace"))
+        log.info("revoked %d event partitions", len(gone))
+
+    def ready_partitions(self, owned: set[int] | None = None) -> set[int]:
+        """Owned partitions whose backlog at assignment has been processed."""
+        owned = self.owned_partitions() if owned is None else owned
+        if self._assignment_pending:
+            return set()
+        behind = {tp.partition for tp, hw in self.catchup_targets.items()
+                  if self.processed_next.get(tp, 0) < hw}
+        return owned - behind
+
+    # ------------------------------------------------------------------ timers
+    async def _tick(self) -> None:
+        try:
+            await self.judge_owned_jobs()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a failed tick is retried at the next one
+            self.exporter.verdicts_failed.inc()
+            log.exception("judging failed: %r", exc)
+
+    async def judge_owned_jobs(self) -> int:
+        """Judge every job of the ready partitions; publish changes and heartbeats. Returns publishes."""
+        if self.app.rebalancing:
+            return 0
+        owned = self.owned_partitions()
+        ready = self.ready_partitions(owned)
+        self.exporter.partitions_owned.set(len(owned))
+        self.exporter.caught_up.set(1 if owned and ready == owned else 0)
+        self._update_lag()
+        table, book_table = self.tables.job_health, self.tables.verdicts
+        exported: list[str] = []
+        published = 0
+        for i, key in enumerate(table.keys_in(ready)):
+            if i and i % 50 == 0:
+                await asyncio.sleep(0)  # let the agent run between batches of judgements
+            raw = table.get(key)
+            if not raw:
+                continue
+            job_id = key.decode("utf-8", "replace")
+            try:
+                state = self._load(key, job_id)
+                if getattr(state, "ended", False):
+                    continue
+                now = self.clock()
+                verdict = self.core.judge(state, now)
+                self.exporter.update(self.core.metrics(state, now))
+                exported.append(job_id)
+            except Exception as exc:  # noqa: BLE001 - one job's failure must not stop the others
+                self.exporter.verdicts_failed.inc()
+                log.exception("judging job %s failed: %r", job_id, exc)
+                continue
+            book = VerdictBook.from_bytes(book_table.get(key))
+            wall = now.timestamp()
+            if verdict.same_call(book.last) and wall - book.published_at < self.settings.heartbeat_secs:
+                continue
+            seq = book.seq + 1
+            out = verdict.model_copy(update={"seq": seq})
+            fut = await self.verdict_topic.send(key=key, value=encode(out))
+            await fut
+            book_table[key] = VerdictBook(seq=seq, published_at=wall, last=out).to_bytes()
+            self.exporter.verdict_published(out.verdict)
+            published += 1
+            if self.store is not None:
+                self.store.add_verdict(out)
+        self.exporter.retain(exported)
+        self.exporter.jobs_owned.set(len(exported))
+        return published
+
+    def _update_lag(self) -> None:
+        per_topic: dict[str, int] = {}
+        try:
+            assignment = self.app.consumer.assignment()
+        except Exception:  # noqa: BLE001
+            return
+        for tp in assignment:
+            if tp.topic not in self.event_topics:
+                continue
+            try:
+                hw = self.app.consumer.highwater(tp)
+            except Exception:  # noqa: BLE001
+                hw = None
+            if hw is None:
+                continue
+            done = self.processed_next.get(tp)
+            if done is None:
+                continue
+            per_topic[tp.topic] = per_topic.get(tp.topic, 0) + max(int(hw) - done, 0)
+        for topic in self.event_topics:
+            self.exporter.consumer_lag.labels(topic).set(per_topic.get(topic, 0))
+
+    async def _flush_evidence(self) -> None:
+        if self.store is None or not self.store.pending():
+            return
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._io, self.store.flush)
+        except Exception as exc:  # noqa: BLE001 - evidence is best effort; the verdict topic is the contract
+            log.error("evidence flush failed: %r", exc)
+
+    async def _probe_loop(self) -> None:
+        now = time.monotonic()
+        if self._probe_at is not None:
+            self.exporter.event_loop_lag.set(max(now - self._probe_at - 0.5, 0.0))
+        self._probe_at = now
+
+    # ------------------------------------------------------------------ lifecycle
+    def _die(self, what: str, exc: BaseException) -> None:
+        log.critical("%s: %r; exiting with status %d so the worker is restarted", what, exc, EXIT_AGENT_DIED,
+                     exc_info=exc)
+        for handler in logging.getLogger().handlers:
+            try:
+                handler.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        sys.stderr.flush()
+        os._exit(EXIT_AGENT_DIED)
+
+    def close(self) -> None:
+        if self.store is not None:
+            try:
+                self.store.close()
+            except Exception as exc:  # noqa: BLE001
+                log.error("closing the evidence store failed: %r", exc)
+        if self._admin is not None:
+            self._admin.close()
+        self._io.shutdown(wait=False)
+
+    def run(self) -> int:
+        """Run until SIGTERM/SIGINT; returns the process exit status."""
+        port = None
+        if self.settings.metrics_port is not None:
+            port = self.exporter.serve(self.settings.metrics_port, self.settings.metrics_addr)
+            log.info("metrics on http://%s:%d/metrics", self.settings.metrics_addr, port)
+        worker = faust.Worker(self.app, loglevel=self.settings.loglevel, quiet=True)
+        try:
+            worker.execute_from_commandline()
+        except SystemExit as exc:
+            return int(exc.code or 0)
+        finally:
+            self.close()
+            self.exporter.shutdown()
+        return 0
+
+
+__all__ = ["EXIT_AGENT_DIED", "StreamWorker", "WorkerSettings", "default_core"]

@@ -1,0 +1,108 @@
+"""DuckDB evidence store: buffered Arrow writes, idempotent keys, read-only queries."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import duckdb
+import pytest
+
+from rlhealth.agents.findings import Finding
+from rlhealth.schemas import DeadLetter, Gate, Gates, Verdict
+from rlhealth.sinks.duckdb import EvidenceStore, query
+
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
+
+
+def finding(i: int, *, rule: str = "nccl.watchdog_timeout", ref: dict | None = None) -> Finding:
+    return Finding(kind="nccl", rule_id=rule, text=f"[Rank 3] Watchdog caught collective operation timeout #{i}",
+                   event_time=T0 + timedelta(seconds=i), source="logs/pod_rank3.log", severity="fatal",
+                   gates=("A",), ref={"topic": "rlhealth.log_batch", "partition": 2, "offset": i} if ref is None else ref)
+
+
+def verdict(job: str, seq: int, value: str = "NO-KILL") -> Verdict:
+    return Verdict(job_id=job, verdict=value, confidence="high", job_status="ALIVE", reasoning=f"seq {seq}",
+                   gates=Gates(A=Gate(status="PASS", summary="ok")), produced_at=T0 + timedelta(minutes=seq), seq=seq)
+
+
+def test_rows_stay_buffered_until_flush_rows_then_land_in_one_go(tmp_path) -> None:
+    store = EvidenceStore(tmp_path / "ev.duckdb", flush_rows=10)
+    store.add_findings("job-a", [finding(i) for i in range(9)])
+    assert store.pending() == 9
+    assert store._count("findings") == 0  # nothing written yet
+    store.add_findings("job-a", [finding(9)])
+    assert store.pending() == 0
+    assert store._count("findings") == 10
+    store.close()
+
+
+def test_findings_are_idempotent_on_ref_and_rule(tmp_path) -> None:
+    path = tmp_path / "ev.duckdb"
+    with EvidenceStore(path, flush_rows=1000) as store:
+        store.add_findings("job-a", [finding(i) for i in range(5)])
+        store.flush()
+        # at-least-once redelivery of the same offsets, plus one new offset and one new rule on an old offset
+        store.add_findings("job-a", [finding(i) for i in range(6)] + [finding(2, rule="oom.cuda")])
+        store.flush()
+        # the same redelivery within one buffer de-duplicates before the insert
+        store.add_findings("job-a", [finding(7), finding(7)])
+        assert store.pending() == 1
+        store.flush()
+        assert store.rows_written["findings"] == 8
+        rows = store.query("SELECT rule_id, count(*) FROM findings GROUP BY rule_id ORDER BY rule_id")
+        assert rows == [("nccl.watchdog_timeout", 7), ("oom.cuda", 1)]
+        # findings without a ref de-duplicate on their content
+        store.add_findings("job-a", [finding(100, ref={}), finding(100, ref={}), finding(101, ref={})])
+        assert store.query("SELECT count(*) FROM findings WHERE ref_key LIKE 'noref:%'") == [(2,)]
+
+    rows = query(path, "SELECT job_id, event_time, severity, source, ref FROM findings WHERE rule_id = ? ORDER BY event_time LIMIT 1",
+                 ["nccl.watchdog_timeout"])
+    job, when, severity, source, ref = rows[0]
+    assert (job, severity, source) == ("job-a", "fatal", "logs/pod_rank3.log")
+    assert when == T0
+    assert json.loads(ref) == {"offset": 0, "partition": 2, "topic": "rlhealth.log_batch"}
+
+
+def test_verdicts_are_idempotent_on_job_and_seq(tmp_path) -> None:
+    path = tmp_path / "ev.duckdb"
+    with EvidenceStore(path) as store:
+        for seq in (1, 2, 3):
+            store.add_verdict(verdict("job-a", seq))
+        store.flush()
+        store.add_verdict(verdict("job-a", 3))  # replayed
+        store.add_verdict(verdict("job-a", 4, "KILL"))
+        store.add_verdict(verdict("job-b", 1))
+    rows = query(path, "SELECT job_id, max(seq), count(*) FROM verdicts GROUP BY job_id ORDER BY job_id")
+    assert rows == [("job-a", 4, 4), ("job-b", 1, 1)]
+    (payload, gates), = query(path, "SELECT payload, gates FROM verdicts WHERE job_id='job-a' AND seq=4")
+    assert Verdict.model_validate_json(payload) == verdict("job-a", 4, "KILL")
+    assert json.loads(gates)["A"]["status"] == "PASS"
+
+
+def test_dead_letters_keep_the_original_bytes(tmp_path) -> None:
+    path = tmp_path / "ev.duckdb"
+    raw = b"\xff{not json"
+    dl = DeadLetter.build(raw, "invalid_json", "unexpected byte", key=b"job-x", topic="rlhealth.log_batch",
+                          partition=1, offset=42, received_at=T0)
+    with EvidenceStore(path) as store:
+        store.add_dead_letter(dl)
+        store.add_dead_letter(dl)  # redelivered
+        store.add_dead_letter(DeadLetter.build(b"{}", "unknown_kind", received_at=T0))
+        store.add_dead_letter(DeadLetter.build(b"{}", "unknown_kind", received_at=T0))
+    rows = query(path, "SELECT reason, source_topic, source_partition, source_offset, original, original_key "
+                       "FROM dead_letters ORDER BY reason")
+    assert rows == [("invalid_json", "rlhealth.log_batch", 1, 42, raw, b"job-x"),
+                    ("unknown_kind", None, None, None, b"{}", None)]
+
+
+def test_reopening_appends_and_read_only_query_cannot_write(tmp_path) -> None:
+    path = tmp_path / "ev.duckdb"
+    with EvidenceStore(path) as store:
+        store.add_verdict(verdict("job-a", 1))
+    with EvidenceStore(path) as store:
+        store.add_verdict(verdict("job-a", 1))
+        store.add_verdict(verdict("job-a", 2))
+    assert query(path, "SELECT count(*) FROM verdicts") == [(2,)]
+    with pytest.raises(duckdb.Error):
+        query(path, "DELETE FROM verdicts")

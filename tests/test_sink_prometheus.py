@@ -1,0 +1,157 @@
+"""The Prometheus exporter: per-job series appear, are replaced and vanish; counters are bounded."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import urllib.request
+from dataclasses import replace
+from datetime import datetime, timezone
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from rlhealth.agents.findings import JobMetrics
+from rlhealth.sinks.prometheus import Exporter
+
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
+
+
+def metrics(job_id: str = "job-a", **over: object) -> JobMetrics:
+    base = JobMetrics(
+        job_id=job_id,
+        log_staleness_s={"trainer": 12.5, "engine": 3.0},
+        generation_tokens_per_s=1500.0,
+        running_requests=64.0,
+        waiting_requests=2.0,
+        trials_completed_total=40,
+        trial_reward_mean=0.25,
+        trials_nonzero_reward_ratio=0.5,
+        nccl_watchdog_hits_total=0,
+        oom_events_total=1,
+        ray_worker_deaths_total=0,
+        restarts_burned=1,
+        restarts_max=3,
+        gate_status={"A": "PASS", "B": "FAIL", "C": "UNKNOWN"},
+        verdict="NO-KILL",
+        job_status="ALIVE",
+        last_event_time=T0,
+        trainer_last_step=17,
+    )
+    return replace(base, **over)
+
+
+def value(exp: Exporter, name: str, **labels: str) -> float | None:
+    return exp.registry.get_sample_value(name, labels)
+
+
+def test_job_series_are_exported_with_bounded_labels() -> None:
+    exp = Exporter()
+    exp.update(metrics())
+    assert value(exp, "rlhealth_job_log_staleness_seconds", job_id="job-a", role="trainer") == 12.5
+    assert value(exp, "rlhealth_job_log_staleness_seconds", job_id="job-a", role="engine") == 3.0
+    assert value(exp, "rlhealth_job_generation_tokens_per_second", job_id="job-a") == 1500.0
+    assert value(exp, "rlhealth_job_running_requests", job_id="job-a") == 64.0
+    assert value(exp, "rlhealth_job_waiting_requests", job_id="job-a") == 2.0
+    assert value(exp, "rlhealth_job_trials_completed_total", job_id="job-a") == 40.0
+    assert value(exp, "rlhealth_job_trial_reward_mean", job_id="job-a") == 0.25
+    assert value(exp, "rlhealth_job_nccl_watchdog_hits_total", job_id="job-a") == 0.0
+    assert value(exp, "rlhealth_job_oom_events_total", job_id="job-a") == 1.0
+    assert value(exp, "rlhealth_job_restarts_burned", job_id="job-a") == 1.0
+    assert value(exp, "rlhealth_job_gate_status", job_id="job-a", gate="A") == 1.0
+    assert value(exp, "rlhealth_job_gate_status", job_id="job-a", gate="B") == 0.0
+    assert value(exp, "rlhealth_job_gate_status", job_id="job-a", gate="C") == -1.0
+    assert value(exp, "rlhealth_job_verdict_kill", job_id="job-a") == 0.0
+    assert value(exp, "rlhealth_job_last_event_timestamp_seconds", job_id="job-a") == T0.timestamp()
+
+    text = generate_latest(exp.registry).decode()
+    for forbidden in ("rank=", "trial=", "line=", "_created"):
+        assert forbidden not in text
+
+
+def test_unknown_values_are_absent_not_zero_and_roles_fold_into_other() -> None:
+    exp = Exporter()
+    exp.update(metrics(generation_tokens_per_s=None, verdict=None, restarts_burned=None,
+                       log_staleness_s={"trainer": 1.0, "rank7-weird": 40.0, "sidecar": 90.0}, gate_status={}))
+    assert value(exp, "rlhealth_job_generation_tokens_per_second", job_id="job-a") is None
+    assert value(exp, "rlhealth_job_verdict_kill", job_id="job-a") is None
+    assert value(exp, "rlhealth_job_restarts_burned", job_id="job-a") is None
+    # arbitrary role names cannot create series: they fold into "other", keeping the worst
+    assert value(exp, "rlhealth_job_log_staleness_seconds", job_id="job-a", role="other") == 90.0
+    assert value(exp, "rlhealth_job_log_staleness_seconds", job_id="job-a", role="rank7-weird") is None
+    # a gate the core did not mention is UNKNOWN, not missing
+    assert value(exp, "rlhealth_job_gate_status", job_id="job-a", gate="B") == -1.0
+
+
+def test_update_replaces_and_remove_drops_a_jobs_series() -> None:
+    exp = Exporter()
+    exp.update(metrics("job-a"))
+    exp.update(metrics("job-b", verdict="KILL"))
+    exp.update(metrics("job-a", trials_completed_total=41, verdict="KILL"))
+    assert value(exp, "rlhealth_job_trials_completed_total", job_id="job-a") == 41.0
+    assert value(exp, "rlhealth_job_verdict_kill", job_id="job-a") == 1.0
+
+    assert exp.remove("job-a") is True
+    assert exp.remove("job-a") is False
+    text = generate_latest(exp.registry).decode()
+    assert 'job_id="job-a"' not in text
+    assert 'job_id="job-b"' in text
+
+    exp.update(metrics("job-c"))
+    assert sorted(exp.retain({"job-c"})) == ["job-b"]
+    assert exp.jobs.job_ids() == ["job-c"]
+
+
+def test_component_counters_bound_their_labels() -> None:
+    exp = Exporter()
+    exp.received("log_batch", 3)
+    exp.processed("log_batch", 2)
+    exp.failed("no-such-kind")
+    exp.dead_lettered("log_batch", "invalid_json")
+    exp.dead_lettered(None, "a reason nobody planned for")
+    exp.verdict_published("KILL")
+    exp.consumer_lag.labels("rlhealth.log_batch").set(17)
+    exp.partitions_owned.set(4)
+    assert value(exp, "rlhealth_events_received_total", kind="log_batch") == 3.0
+    assert value(exp, "rlhealth_events_processed_total", kind="log_batch") == 2.0
+    assert value(exp, "rlhealth_events_failed_total", kind="unknown") == 1.0
+    assert value(exp, "rlhealth_events_dead_lettered_total", kind="log_batch", reason="invalid_json") == 1.0
+    assert value(exp, "rlhealth_events_dead_lettered_total", kind="unknown", reason="other") == 1.0
+    assert value(exp, "rlhealth_verdicts_published_total", verdict="KILL") == 1.0
+    assert value(exp, "rlhealth_consumer_lag", topic="rlhealth.log_batch") == 17.0
+    assert value(exp, "rlhealth_partitions_owned") == 4.0
+
+
+def test_exporters_do_not_share_a_registry() -> None:
+    a, b = Exporter(), Exporter(CollectorRegistry())
+    a.update(metrics("only-in-a"))
+    assert b.registry.get_sample_value("rlhealth_job_running_requests", {"job_id": "only-in-a"}) is None
+
+
+def test_http_endpoint_serves_the_exposition() -> None:
+    exp = Exporter()
+    exp.update(metrics("job-http", verdict="KILL"))
+    port = exp.serve(0)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+            body = resp.read().decode()
+        assert 'rlhealth_job_verdict_kill{job_id="job-http"} 1.0' in body
+        exp.remove("job-http")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+            assert "job-http" not in resp.read().decode()
+    finally:
+        exp.shutdown()
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (apt-get install prometheus)")
+def test_exposition_passes_promtool_lint() -> None:
+    exp = Exporter()
+    exp.update(metrics("job-a"))
+    exp.update(metrics("job-b", verdict="KILL", generation_tokens_per_s=None))
+    exp.received("log_batch")
+    exp.dead_lettered("trial", "invalid_fields")
+    exp.verdict_published("NO-KILL")
+    exp.consumer_lag.labels("rlhealth.trial").set(0)
+    proc = subprocess.run(["promtool", "check", "metrics"], input=generate_latest(exp.registry),
+                          capture_output=True, timeout=30)
+    assert proc.returncode == 0, proc.stdout.decode() + proc.stderr.decode()
