@@ -24,7 +24,9 @@
 #   RLHEALTH_PYTHON       python used for free ports and the readiness check (default .venv or python3)
 #
 # Every start is a fresh, empty broker unless RLHEALTH_KAFKA_KEEP=1: tests get no leftovers.
-set -euo pipefail
+set -Eeuo pipefail
+# An unexpected failure names itself instead of exiting silently.
+trap 'rc=$?; log "error: line $LINENO: \"$BASH_COMMAND\" failed (exit $rc)"' ERR
 
 KAFKA_VERSION="${KAFKA_VERSION:-4.4.0}"
 SCALA_VERSION="2.13"
@@ -273,23 +275,11 @@ cluster_id() {
 
 # ---------------------------------------------------------------- commands
 
-cmd_start() {
-    local t0
-    t0=$(now)
-    PY="$(pick_python)"
-    mkdir -p "$STATE_DIR"
-    local pid
-    if pid="$(broker_pid)"; then
-        log "already running (pid $pid)"
-        cat "$ADDR_FILE"
-        return 0
-    fi
-    command -v java >/dev/null || die "java not found (Kafka $KAFKA_VERSION needs Java 17+)"
-    fetch_jars
-    local t_jars
-    t_jars=$(now)
-
-    local port cport
+# One attempt: config, format, launch, wait. Sets RETRY=1 (and returns) when the broker died on a
+# port conflict that fresh free ports may avoid (a race between picking a port and binding it).
+# (A flag, not a return code: calling it in `launch || ...` would switch off `set -e` inside it.)
+launch() {
+    local t0="$1" port cport pid
     if [[ "${RLHEALTH_KAFKA_KEEP:-0}" == 1 && -f "$CONFIG" && -f "$DATA_DIR/meta.properties" ]]; then
         port="$(sed -n 's#^listeners=PLAINTEXT://127.0.0.1:\([0-9]*\),.*#\1#p' "$CONFIG")"
         cport="$(sed -n 's#^controller.quorum.bootstrap.servers=127.0.0.1:\([0-9]*\)$#\1#p' "$CONFIG")"
@@ -309,12 +299,13 @@ cmd_start() {
 
     local jvm_common=(-Djava.awt.headless=true "-Dkafka.logs.dir=$LOG_DIR"
                       "-Dlog4j2.configurationFile=$STATE_DIR/log4j2.properties" -cp "$LIBS/*")
+    local t_fmt0 t_fmt
+    t_fmt0=$(now)
     if [[ ! -f "$DATA_DIR/meta.properties" ]]; then
         java -Xmx256m -XX:TieredStopAtLevel=1 "${jvm_common[@]}" kafka.tools.StorageTool format \
             --standalone -t "$(cluster_id)" -c "$CONFIG" >"$LOG_DIR/format.log" 2>&1 \
             || { cat "$LOG_DIR/format.log" >&2; die "formatting the storage failed"; }
     fi
-    local t_fmt
     t_fmt=$(now)
 
     # shellcheck disable=SC2086  # HEAP_OPTS is a list of JVM flags
@@ -327,8 +318,14 @@ cmd_start() {
     local deadline=$(( $(date +%s) + START_TIMEOUT ))
     until metadata_ok "$port"; do
         if ! kill -0 "$pid" 2>/dev/null; then
-            tail -n 40 "$LOG_DIR/kafka.out" "$LOG_DIR/server.log" >&2 2>/dev/null || true
             rm -f "$PID_FILE"
+            if [[ -z "${KAFKA_PORT:-}" && "${RLHEALTH_KAFKA_KEEP:-0}" != 1 ]] \
+                    && grep -qs "Address already in use" "$LOG_DIR/server.log" "$LOG_DIR/kafka.out"; then
+                log "port conflict on :$port or :$cport; retrying with other ports"
+                RETRY=1
+                return 0
+            fi
+            tail -n 40 "$LOG_DIR/kafka.out" "$LOG_DIR/server.log" >&2 2>/dev/null || true
             die "the broker exited during startup (logs in $LOG_DIR)"
         fi
         if (( $(date +%s) > deadline )); then
@@ -339,9 +336,31 @@ cmd_start() {
         sleep 0.2
     done
     log "kafka $KAFKA_VERSION ready at 127.0.0.1:$port (pid $pid, controller :$cport, state $STATE_DIR)"
-    log "start time: $(elapsed "$t0")s total, $(elapsed "$t_fmt")s broker boot, format $(awk -v a="$t_jars" -v b="$t_fmt" 'BEGIN{printf "%.1f", b-a}')s"
+    log "start time: $(elapsed "$t0")s total, $(elapsed "$t_fmt")s broker boot, format $(awk -v a="$t_fmt0" -v b="$t_fmt" 'BEGIN{printf "%.1f", b-a}')s"
     log "broker RSS: $(rss_mib "$pid") MiB"
     echo "127.0.0.1:$port"
+}
+
+cmd_start() {
+    local t0
+    t0=$(now)
+    PY="$(pick_python)"
+    mkdir -p "$STATE_DIR"
+    local pid
+    if pid="$(broker_pid)"; then
+        log "already running (pid $pid)"
+        cat "$ADDR_FILE"
+        return 0
+    fi
+    command -v java >/dev/null || die "java not found (Kafka $KAFKA_VERSION needs Java 17+)"
+    fetch_jars
+    local attempt
+    for attempt in 1 2 3; do
+        RETRY=0
+        launch "$t0"
+        [[ $RETRY == 1 ]] || return 0
+    done
+    die "could not find free ports in 3 attempts"
 }
 
 cmd_stop() {

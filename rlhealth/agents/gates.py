@@ -517,6 +517,16 @@ def gate_b(ctx: Context, a: GateResult) -> GateResult:
             g.summary = f"{len(hung)} engine(s) printed 0.0 tok/s with Running > 0 and then went silent; {shape}"
             _engine_evidence(state, g, hung)
             return g
+        silent_for = now - ctx.latest_engine_ts if ctx.latest_engine_ts is not None else 0.0
+        if silent_for > 900 or all(p[2] == 0 and p[3] == 0 and p[1] == 0 for p in per):
+            # vLLM demotes idle intervals to DEBUG, so an idle engine goes quiet: no requests reach it.
+            g.status = "UNKNOWN"
+            g.summary = (f"engines idle: no requests in flight (Running 0, Waiting 0)"
+                         + (f", no vLLM stats for {_fmt_age(silent_for)}" if silent_for > 900 else "")
+                         + f"; rollouts are not reaching the engines (see Gate C). {shape}")
+            g.watch.append("vLLM stats lines with Running > 0 again once rollouts dispatch")
+            _engine_evidence(state, g, [p[0] for p in per][:2])
+            return g
         g.status = "PASS"
         g.summary = f"engines generating: {shape}; no OOM"
         _engine_evidence(state, g, [p[0] for p in per][:2])
@@ -618,7 +628,7 @@ def gate_c(ctx: Context) -> GateResult:
     rewards = [r for _, r in t.rewards]
     turns = t.turns
     avg_turns = statistics.mean(turns) if turns else None
-    recent = sum(1 for ts, _ in t.rewards if ts >= now - 3600)
+    recent = sum(1 for ts in t.completed_ts if ts >= now - 3600)
     exc_total = sum(t.exc_types.values())
     infra = {k: v for k, v in t.exc_types.items() if k in INFRA_EXCEPTIONS or "Auth" in k or "Sandbox" in k}
     verifier = {k: v for k, v in t.exc_types.items() if k in VERIFIER_EXCEPTIONS}
@@ -685,6 +695,14 @@ def gate_c(ctx: Context) -> GateResult:
         g.watch.append("read several conversations; a first non-zero reward would settle it")
         return g
 
+    timeouts = t.exc_types.get("AgentTimeoutError", 0)
+    if t.completed >= 8 and timeouts / t.completed >= 0.5:
+        g.status = "UNKNOWN"
+        g.summary = (f"most trials end in AgentTimeoutError ({timeouts}/{t.completed}): a passthrough on its own, but "
+                     f"dominating like this means rollouts are starved or episodes too long: {desc}{eval_note}")
+        g.evidence.append(t.exc_examples["AgentTimeoutError"])
+        g.watch.append("the AgentTimeoutError share falling as generation throughput recovers")
+        return g
     g.status = "PASS"
     g.summary = f"trials completing with non-zero rewards: {desc}{eval_note}"
     if t.nonzero_rewards == 0:

@@ -123,11 +123,18 @@ def _touch_role(state: JobHealth, role: str, ts: float | None) -> None:
 
 
 def _float(v: object) -> float | None:
+    """A finite float or None: NaN/Inf never enter the state (they break equality and medians)."""
     try:
         f = float(v)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
-    return f
+    return f if math.isfinite(f) else None
+
+
+def _round(v: object) -> int | None:
+    f = _float(v)
+    # Absurd readings (a broken poll) are dropped rather than stored.
+    return None if f is None or abs(f) > 1e12 else int(round(f))
 
 
 # ------------------------------------------------------------------------------------------ logs
@@ -150,6 +157,7 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     state.lines += len(lines)
 
     batch_ts = _ts(batch.event_time)
+    prev_stream_ts = st.last_ts
     # Freshness of the stream: the newest parseable timestamp among the last few lines.
     last_ts = None
     for text in reversed(lines[-5:]):
@@ -169,8 +177,8 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
         text = m.text
         dt = explicit_ts[m.index] if explicit_ts is not None else None
         if dt is None:
-            dt = line_timestamp(lines[m.index], now)
-        ts = dt.timestamp() if dt is not None else batch_ts
+            dt = _line_time(lines, m.index, now)
+        ts = dt.timestamp() if dt is not None else (prev_stream_ts if prev_stream_ts is not None else batch_ts)
         prefixes, rest = peel_prefixes(text)
         role = roles.role_of_prefixes(prefixes) or st.role
         attempt = _attempt_for(state, batch, prefixes)
@@ -185,6 +193,18 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
                      if batch.first_line_no is not None else None},
             ))
     return findings
+
+
+_LOOKBACK_FOR_TIME = 30
+
+
+def _line_time(lines: list[str], index: int, now: datetime) -> datetime | None:
+    """A line's own timestamp, else the nearest earlier one in the batch (tqdm bars, traceback bodies)."""
+    for j in range(index, max(index - _LOOKBACK_FOR_TIME, -1), -1):
+        dt = line_timestamp(lines[j], now)
+        if dt is not None:
+            return dt
+    return None
 
 
 def _apply_match(state: JobHealth, m: LineMatch, rest: str, prefixes, role: str, ts: float | None, ev: Ev,
@@ -252,7 +272,7 @@ def _apply_match(state: JobHealth, m: LineMatch, rest: str, prefixes, role: str,
     note_signal(state, sig, ev, attempt)
 
 
-ENGINE_BUCKET_S = 50.0
+ENGINE_BUCKET_S = 60.0
 
 
 def _engine_sample(eng: EngineState, ts: float, gen: float, prompt: float, running: float, waiting: float,
@@ -263,12 +283,14 @@ def _engine_sample(eng: EngineState, ts: float, gen: float, prompt: float, runni
     if last is not None and 0 <= ts - last[0] < ENGINE_BUCKET_S:
         n = last[6]
         k = n + 1
-        eng.samples[-1] = (last[0], (last[1] * n + gen) / k, (last[2] * n + prompt) / k, (last[3] * n + running) / k,
-                           (last[4] * n + waiting) / k, max(last[5], kv), k)
+        eng.samples[-1] = (last[0], round((last[1] * n + gen) / k, 1), round((last[2] * n + prompt) / k),
+                           round((last[3] * n + running) / k, 1), round((last[4] * n + waiting) / k, 1),
+                           max(last[5], round(kv, 1)), k)
         eng.last_gen = gen
         eng.last_running = running
         return
-    push_capped(eng.samples, (ts, gen, prompt, running, waiting, kv, 1), MAX_ENGINE_SAMPLES)
+    push_capped(eng.samples, (round(ts), round(gen, 1), round(prompt), running, waiting, round(kv, 1), 1),
+                MAX_ENGINE_SAMPLES)
     eng.last_gen = gen
     eng.last_running = running
 
@@ -369,7 +391,7 @@ def _python_exception(state: JobHealth, m: LineMatch, role: str, ts: float | Non
     rec = TracebackRec(
         ts=ts, exc_type=exc_type, message=_clip(message, 300), fingerprint=fingerprint(exc_type, message, frames),
         failure_class=fclass, stream=key, attempt=attempt, role=role,
-        text=_clip("\n".join(x for x in context[-12:] if x.strip()) + "\n" + m.text, 1500), fatal=fatal,
+        text=_clip("\n".join(x for x in context[-6:] if x.strip()) + "\n" + m.text, 800), fatal=fatal,
     )
     # Consecutive lines of one chained traceback describe one failure: keep the last (root-most) line.
     tbs = state.tracebacks
@@ -425,7 +447,8 @@ def step_gpu_poll(state: JobHealth, poll: GpuPoll, now: datetime) -> None:
         gh = state.gpus[host] = GpuHost()
     ts = poll.event_time.timestamp()
     readings = [
-        (g.index if g.index is not None else i, g.util_pct, g.mem_used_mib, g.mem_total_mib, g.power_w)
+        (g.index if g.index is not None else i, _round(g.util_pct), _round(g.mem_used_mib), _round(g.mem_total_mib),
+         _round(g.power_w))
         for i, g in enumerate(poll.gpus[:MAX_GPUS_PER_HOST])
     ]
     if gh.polls and ts < gh.polls[-1][0]:
@@ -485,15 +508,17 @@ def step_trial(state: JobHealth, ev_in: TrialEvent, now: datetime) -> None:
         stats.first_started_ts = st_ts if stats.first_started_ts is None else min(stats.first_started_ts, st_ts)
     push_capped(stats.completed_names, name, MAX_TRIAL_NAMES)
     stats.completed += 1
+    push_capped(stats.completed_ts, round(ts), MAX_REWARDS)
     stats.last_completed_ts = ts if stats.last_completed_ts is None else max(stats.last_completed_ts, ts)
     _touch_role(state, roles.ROLLOUT, ts)
     if ev_in.session == "eval":
         state.eval_trials.eval_completed += 1
-    if ev_in.reward is None:
+    reward = _float(ev_in.reward)
+    if reward is None:
         stats.null_rewards += 1
     else:
-        push_capped(stats.rewards, (ts, float(ev_in.reward)), MAX_REWARDS)
-        if ev_in.reward > 0:
+        push_capped(stats.rewards, (ts, reward), MAX_REWARDS)
+        if reward > 0:
             stats.nonzero_rewards += 1
         else:
             stats.zero_rewards += 1

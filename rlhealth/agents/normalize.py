@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 # CSI sequences (colours, cursor moves) and OSC sequences (hyperlinks/titles).
-_ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _RECORD_SPLIT_RE = re.compile(r"\r\n|\r|\n")
 
 

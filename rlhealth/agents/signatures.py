@@ -271,25 +271,29 @@ class Classifier:
             s.Compile()
         self._re2_set = s
 
-    def _hits_hyperscan(self, data: list[bytes]) -> list[tuple[int, int]]:
-        if self._hs_db is None or not data:
+    def _hits_hyperscan(self, buf: bytes) -> list[tuple[int, int]]:
+        if self._hs_db is None or not buf:
             return []
-        buf = b"\n".join(data)
-        ends: list[int] = []
-        pos = -1
-        find = buf.find
-        while True:
-            pos = find(b"\n", pos + 1)
-            if pos < 0:
-                break
-            ends.append(pos)
-        hits: set[tuple[int, int]] = set()
-        add = hits.add
+        raw: list[tuple[int, int]] = []
+        append = raw.append
 
         def on_match(id_: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
-            add((bisect_left(ends, to), id_))
+            append((to, id_))
 
         self._hs_db.scan(buf, match_event_handler=on_match, scratch=self._hs_scratch)
+        if not raw:
+            return []
+        raw.sort()
+        # map end offsets to line numbers incrementally (hits are rare: count newlines lazily)
+        hits: set[tuple[int, int]] = set()
+        line = 0
+        pos = 0
+        count = buf.count
+        for to, rid in raw:
+            if to > pos:
+                line += count(b"\n", pos, to)
+                pos = to
+            hits.add((line, rid))
         return sorted(hits)
 
     def _hits_re2(self, data: list[bytes]) -> list[tuple[int, int]]:
@@ -307,22 +311,23 @@ class Classifier:
     # -- public -------------------------------------------------------------------------
     def raw_hits(self, lines: Sequence[str]) -> list[tuple[int, int]]:
         """(line index, rule index) pairs before benign suppression, sorted."""
-        texts = [strip_ansi(x) for x in lines]
-        return self._raw(texts)
+        return self._raw(lines)
 
-    def _raw(self, texts: list[str]) -> list[tuple[int, int]]:
-        data = []
-        for t in texts:
-            if "\n" in t:
-                t = t.replace("\n", " ")
-            data.append(t.encode("utf-8", "surrogatepass"))
+    def _raw(self, lines: Sequence[str]) -> list[tuple[int, int]]:
+        if not lines:
+            return []
+        joined = "\n".join(lines)
+        if "\x1b" in joined:
+            joined = strip_ansi(joined)
+        if joined.count("\n") != len(lines) - 1:
+            # a "line" carries its own newline: fall back to per-line sanitising
+            joined = "\n".join(strip_ansi(x).replace("\n", " ") for x in lines)
         if self._engine == "hyperscan":
-            return self._hits_hyperscan(data)
-        return self._hits_re2(data)
+            return self._hits_hyperscan(joined.encode("utf-8", "surrogatepass"))
+        return self._hits_re2([t.encode("utf-8", "surrogatepass") for t in joined.split("\n")])
 
     def scan(self, lines: Sequence[str]) -> list[LineMatch]:
-        texts = [strip_ansi(x) for x in lines]
-        hits = self._raw(texts)
+        hits = self._raw(lines)
         if not hits:
             return []
         rules = self._rules
@@ -339,7 +344,7 @@ class Classifier:
                 if benign[hits[j][1]]:
                     has_benign = True
                 j += 1
-            text = texts[line]
+            text = strip_ansi(lines[line])
             for k in range(i, j):
                 rid = hits[k][1]
                 if has_benign and fault[rid]:

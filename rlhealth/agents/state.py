@@ -12,25 +12,25 @@ import msgspec
 STATE_VERSION = 1
 
 # Caps: each one bounds a buffer that would otherwise grow with the job's age or chattiness.
-MAX_STREAMS = 128
-MAX_ENGINES = 48
-MAX_ENGINE_SAMPLES = 36
-MAX_HOSTS = 48
-MAX_GPU_POLLS = 6
+MAX_STREAMS = 64
+MAX_ENGINES = 24
+MAX_ENGINE_SAMPLES = 30
+MAX_HOSTS = 32
+MAX_GPU_POLLS = 4
 MAX_GPUS_PER_HOST = 16
-MAX_TRACEBACKS = 12
+MAX_TRACEBACKS = 8
 MAX_EVIDENCE_PER_SIGNAL = 3
 MAX_SIGNALS = 64
 MAX_STEP_HISTORY = 24
 MAX_TIMERS = 24
 MAX_REWARDS = 128
-MAX_TRIAL_NAMES = 128
+MAX_TRIAL_NAMES = 64
 MAX_EXC_TYPES = 24
 MAX_SAMPLES = 6
 MAX_METRIC_HISTORY = 24
 MAX_SHIPPERS = 32
 MAX_ATTEMPTS = 16
-EVIDENCE_TEXT_CHARS = 600
+EVIDENCE_TEXT_CHARS = 400
 
 
 class Ev(msgspec.Struct, array_like=True):
@@ -69,7 +69,7 @@ class EngineState(msgspec.Struct):
     host: str | None = None
     last_ts: float | None = None
     # ~1-minute buckets: (first ts, mean generation tok/s, mean prompt tok/s, mean running, mean waiting,
-    # max kv %, lines folded in)
+    # max kv %, lines folded in); stored rounded so msgpack keeps them small
     samples: list[tuple[float, float, float, float, float, float, int]] = msgspec.field(default_factory=list)
     last_gen: float = 0.0  # the newest line's values: a hung engine prints one 0.0 line, then nothing
     last_running: float = 0.0
@@ -125,6 +125,7 @@ class TrialStats(msgspec.Struct):
     last_started_ts: float | None = None
     last_completed_ts: float | None = None
     rewards: list[tuple[float, float]] = msgspec.field(default_factory=list)  # (ts, reward) recent train trials
+    completed_ts: list[int] = msgspec.field(default_factory=list)  # recent completion times, for the rate
     turns: list[int] = msgspec.field(default_factory=list)
     exc_types: dict[str, int] = msgspec.field(default_factory=dict)
     exc_examples: dict[str, Ev] = msgspec.field(default_factory=dict)

@@ -283,7 +283,7 @@ def apply_source_notes(v: Verdict, notes: list[tuple[str, str, str]]) -> Verdict
         return v
     gates = v.gates.model_copy(update=updates)
     confidence = v.confidence
-    if v.verdict == "NO-KILL" and confidence == "high" and any(
+    if v.verdict == "NO-KILL" and v.job_status != "TERMINAL" and confidence == "high" and any(
             getattr(gates, k).status == "UNKNOWN" for k in "ABC"):
         confidence = "medium"
     return v.model_copy(update={"gates": gates, "confidence": confidence})

@@ -98,6 +98,58 @@ def _parse_time(v: Any) -> datetime | None:
     return d.replace(tzinfo=UTC) if d.tzinfo is None else d.astimezone(UTC)
 
 
+_STATES = ("pending", "running", "succeeded", "failed", "killed")
+
+
+def parse_state_line(line: str | bytes, *, job_id: str, source: Source, scheduler: str | None) -> JobStatePoll:
+    """One state.jsonl line -> JobStatePoll. Raises ValueError (or ValidationError) when bad.
+
+    Unknown keys are ignored; a state outside the known set becomes "unknown".
+    """
+    obj = orjson.loads(line)
+    if not isinstance(obj, dict):
+        raise ValueError("not an object")
+    t = _parse_time(obj.get("ts"))
+    if t is None:
+        raise ValueError("no ts")
+    state = obj.get("state")
+    return JobStatePoll(
+        job_id=job_id,
+        event_time=t,
+        source=source,
+        state=state if state in _STATES else "unknown",
+        pods=obj.get("pods"),
+        failure_count=obj.get("failure_count"),
+        preemption_count=obj.get("preemption_count"),
+        attempt=obj.get("attempt"),
+        max_retries=obj.get("max_retries"),
+        attempts=obj.get("attempts") or [],
+        scheduler=scheduler if scheduler in _SCHEDULERS else None,  # type: ignore[arg-type]
+    )
+
+
+def pod_snapshot_poll(pods: list, t: datetime, timeline: list[JobStatePoll], *, job_id: str,
+                      source: Source) -> JobStatePoll:
+    """A pods snapshot as a state poll: state fields copied from the latest `timeline` poll at or
+    before `t` (else the earliest after it); with no timeline, the state inferred from pod phases."""
+    ref = None
+    for s in timeline:
+        if s.event_time <= t:
+            ref = s
+        else:
+            break
+    if ref is None and timeline:
+        ref = timeline[0]
+    base: dict[str, Any]
+    if ref is not None:
+        base = dict(state=ref.state, failure_count=ref.failure_count, preemption_count=ref.preemption_count,
+                    attempt=ref.attempt, max_retries=ref.max_retries, attempts=list(ref.attempts),
+                    scheduler=ref.scheduler)
+    else:
+        base = dict(state=kubectl.infer_state(pods), scheduler="kubernetes")
+    return JobStatePoll(job_id=job_id, event_time=t, source=source, pods=len(pods), pod_statuses=pods, **base)
+
+
 def read_capture_info(path: Path) -> CaptureInfo:
     p = Path(path)
     if not p.is_dir():
@@ -301,32 +353,12 @@ class Capture:
         bad = 0
         lines = text.split("\n")
         truncated = bool(lines and lines[-1].strip())
+        src = self._source("state.jsonl")
         for line in lines:
             if not line.strip():
                 continue
             try:
-                obj = orjson.loads(line)
-                if not isinstance(obj, dict):
-                    raise ValueError("not an object")
-                t = _parse_time(obj.get("ts"))
-                if t is None:
-                    raise ValueError("no ts")
-                state = obj.get("state")
-                polls.append(
-                    JobStatePoll(
-                        job_id=self.info.job_id,
-                        event_time=t,
-                        source=self._source("state.jsonl"),
-                        state=state if state in ("pending", "running", "succeeded", "failed", "killed") else "unknown",
-                        pods=obj.get("pods"),
-                        failure_count=obj.get("failure_count"),
-                        preemption_count=obj.get("preemption_count"),
-                        attempt=obj.get("attempt"),
-                        max_retries=obj.get("max_retries"),
-                        attempts=obj.get("attempts") or [],
-                        scheduler=sched,  # type: ignore[arg-type]
-                    )
-                )
+                polls.append(parse_state_line(line, job_id=self.info.job_id, source=src, scheduler=sched))
             except (ValueError, ValidationError):
                 bad += 1
         if bad:
@@ -372,23 +404,7 @@ class Capture:
                 self._problem(rel, "truncated" if raw.rstrip()[-1:] not in (b"}", b"]") else "parse_error", "A",
                               f"pod snapshot ignored: {str(exc)[:150]}")
                 continue
-            base: dict[str, Any]
-            ref = None
-            for s in timeline:
-                if s.event_time <= t:
-                    ref = s
-                else:
-                    break
-            if ref is None and timeline:
-                ref = timeline[0]
-            if ref is not None:
-                base = dict(state=ref.state, failure_count=ref.failure_count, preemption_count=ref.preemption_count,
-                            attempt=ref.attempt, max_retries=ref.max_retries, attempts=list(ref.attempts),
-                            scheduler=ref.scheduler)
-            else:
-                base = dict(state=kubectl.infer_state(pods), scheduler="kubernetes")
-            out.append(JobStatePoll(job_id=self.info.job_id, event_time=t, source=self._source(rel),
-                                    pods=len(pods), pod_statuses=pods, **base))
+            out.append(pod_snapshot_poll(pods, t, timeline, job_id=self.info.job_id, source=self._source(rel)))
         out.sort(key=lambda e: e.event_time)
         return out
 
@@ -533,4 +549,4 @@ def open_capture(path: Path | str, *, batch_lines: int = 500) -> Capture:
 
 
 __all__ = ["Capture", "CaptureError", "CaptureInfo", "CaptureStats", "SourceProblem", "open_capture",
-           "read_capture_info"]
+           "parse_state_line", "pod_snapshot_poll", "read_capture_info"]

@@ -1,0 +1,239 @@
+"""`rlhealth classify` and `rlhealth rules`: run the signature engine over log files.
+
+classify streams each file in binary, 1 MiB at a time; a record is a line split on ``\\n``,
+``\\r\\n`` or a bare ``\\r`` (tqdm). ``line_no`` is the 1-based physical (``\\n``) line number,
+``offset`` the byte offset of the record. Records longer than ``--max-line-bytes`` (64 KiB) are
+truncated for matching (the rest of the line is skipped without being held in memory) and
+counted; invalid UTF-8 is decoded with U+FFFD and counted; records with NUL bytes are counted.
+Year-less timestamps are resolved against the file's modification time.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+import orjson
+
+CHUNK = 1 << 20
+DEFAULT_MAX_LINE = 64 * 1024
+BATCH = 500
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.files = 0
+        self.lines = 0
+        self.records = 0
+        self.matches = 0
+        self.invalid_utf8 = 0
+        self.truncated = 0
+        self.nul_lines = 0
+        self.errors = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+def iter_records(fh, stats: Stats, max_line: int = DEFAULT_MAX_LINE,
+                 chunk: int = CHUNK) -> Iterator[tuple[int, int, bytes]]:
+    """Yield (line_no, byte offset, record bytes) with bounded memory."""
+    buf = bytearray()
+    buf_off = 0          # file offset of buf[0]
+    line_no = 1
+    skipping = False     # inside an over-long line: drop bytes until the next newline
+    eof = False
+    while not eof:
+        data = fh.read(chunk)
+        if not data:
+            eof = True
+        else:
+            if skipping:
+                nl = data.find(b"\n")
+                if nl < 0:
+                    buf_off += len(data)
+                    continue
+                buf_off += nl + 1
+                data = data[nl + 1:]
+                skipping = False
+                line_no += 1
+            buf += data
+        start = 0
+        while True:
+            nl = buf.find(b"\n", start)
+            if nl < 0:
+                break
+            yield from _records(bytes(buf[start:nl]), line_no, buf_off + start, stats, max_line)
+            line_no += 1
+            start = nl + 1
+        if start:
+            del buf[:start]
+            buf_off += start
+        if len(buf) > max_line and not eof:
+            # over-long line: keep only the head for matching, skip the rest
+            head = bytes(buf[:max_line])
+            head_off = buf_off
+            buf_off += len(buf)
+            buf.clear()
+            stats.truncated += 1
+            skipping = True
+            yield from _records(head, line_no, head_off, stats, max_line,
+                                already_truncated=True)
+    if buf:
+        yield from _records(bytes(buf), line_no, buf_off, stats, max_line)
+
+
+def _records(line: bytes, line_no: int, offset: int, stats: Stats, max_line: int,
+             already_truncated: bool = False) -> Iterator[tuple[int, int, bytes]]:
+    stats.lines += 1
+    if len(line) > max_line:
+        line = line[:max_line]
+        if not already_truncated:
+            stats.truncated += 1
+    if b"\r" not in line:
+        yield line_no, offset, line
+        return
+    pos = 0
+    for part in line.split(b"\r"):
+        if part:
+            yield line_no, offset + pos, part
+        pos += len(part) + 1
+
+
+def _decode(raw: bytes, stats: Stats) -> str:
+    if b"\x00" in raw:
+        stats.nul_lines += 1
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        stats.invalid_utf8 += 1
+        return raw.decode("utf-8", errors="replace")
+
+
+def classify_file(path: Path, classifier, out, fmt: str, stats: Stats,
+                  max_line: int = DEFAULT_MAX_LINE) -> None:
+    from rlhealth.agents.normalize import line_timestamp
+
+    try:
+        ref = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+    except OSError:
+        ref = datetime(2000, 1, 1, tzinfo=UTC)
+    name = str(path)
+    write = out.write
+    pending: list[tuple[int, int, str]] = []
+
+    def flush_batch() -> None:
+        if not pending:
+            return
+        texts = [p[2] for p in pending]
+        stats.records += len(texts)
+        for m in classifier.scan(texts):
+            line_no, offset, raw = pending[m.index]
+            ts = line_timestamp(raw, ref)
+            stats.matches += 1
+            rec = {"file": name, "line_no": line_no, "offset": offset, "rule_id": m.rule.id,
+                   "kind": m.rule.kind, "signal": m.rule.signal, "fields": m.fields,
+                   "ts": ts.isoformat() if ts else None}
+            if fmt == "jsonl":
+                write(orjson.dumps(rec).decode() + "\n")
+            else:
+                write(f"{name}:{line_no}: {m.rule.kind}/{m.rule.signal} [{m.rule.id}] "
+                      f"{orjson.dumps(m.fields).decode()} :: {m.text[:160]}\n")
+        pending.clear()
+
+    with open(path, "rb") as fh:
+        for line_no, offset, raw in iter_records(fh, stats, max_line):
+            pending.append((line_no, offset, _decode(raw, stats)))
+            if len(pending) >= BATCH:
+                flush_batch()
+        flush_batch()
+    stats.files += 1
+
+
+def _load(rules_dirs: tuple[str, ...]):
+    from rlhealth.rules.loader import load_rules
+
+    return load_rules([Path(d) for d in rules_dirs])
+
+
+@click.command("classify")
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "text"]), default="jsonl",
+              show_default=True)
+@click.option("--rules-dir", "rules_dirs", multiple=True, type=click.Path(),
+              help="Extra rule-pack directory (repeatable; also $RLHEALTH_RULES_DIRS).")
+@click.option("--engine", type=click.Choice(["auto", "hyperscan", "re2"]), default="auto",
+              show_default=True)
+@click.option("--max-line-bytes", type=int, default=DEFAULT_MAX_LINE, show_default=True)
+def classify(files: tuple[Path, ...], fmt: str, rules_dirs: tuple[str, ...], engine: str,
+             max_line_bytes: int) -> None:
+    """Classify log lines against the rule packs; one JSON object per match."""
+    from rlhealth.agents.signatures import Classifier
+
+    clf = Classifier(_load(rules_dirs), engine=None if engine == "auto" else engine)
+    stats = Stats()
+    out = click.get_text_stream("stdout")
+    for f in files:
+        try:
+            classify_file(f, clf, out, fmt, stats, max(1024, max_line_bytes))
+        except OSError as exc:
+            stats.errors += 1
+            click.echo(f"rlhealth classify: {f}: {exc.strerror or exc}", err=True)
+    summary = stats.as_dict()
+    summary["engine"] = clf.engine
+    click.echo("summary " + orjson.dumps(summary).decode(), err=True)
+    if stats.errors:
+        sys.exit(2)
+
+
+@click.group("rules")
+def rules() -> None:
+    """List and check the log-signature rule packs."""
+
+
+@rules.command("list")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+@click.option("--rules-dir", "rules_dirs", multiple=True, type=click.Path())
+def list_rules(fmt: str, rules_dirs: tuple[str, ...]) -> None:
+    """List every rule (pack, id, kind, severity, signal)."""
+    rs = _load(rules_dirs)
+    if fmt == "json":
+        doc = {"versions": rs.versions, "rules": [
+            {"id": r.id, "pack": r.pack, "kind": r.kind, "severity": r.severity,
+             "gates": list(r.gates), "signal": r.signal, "pattern": r.pattern,
+             "fields": list(r.fields), "meaning": r.meaning} for r in rs.rules]}
+        click.echo(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
+        return
+    for pack, version in rs.versions.items():
+        click.echo(f"# pack {pack} {version}")
+        for r in rs.rules:
+            if r.pack == pack:
+                click.echo(f"{r.id:38s} {r.kind:11s} {r.severity:8s} {r.signal}")
+    click.echo(f"{len(rs.rules)} rules in {len(rs.versions)} packs", err=True)
+
+
+@rules.command("check")
+@click.argument("dirs", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--only", is_flag=True, help="Check only DIRs (not the shipped packs).")
+def check(dirs: tuple[Path, ...], only: bool) -> None:
+    """Check the shipped packs plus DIRs: compile in every engine, run the examples."""
+    from rlhealth.rules.loader import check_rules, load_rules
+
+    try:
+        rs = load_rules(list(dirs), include_shipped=not only)
+    except (ValueError, OSError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    problems = check_rules(rs)
+    for p in problems:
+        click.echo(p)
+    n_ex = sum(len(r.match) + len(r.no_match) for r in rs.rules)
+    click.echo(f"{len(rs.rules)} rules, {len(rs.versions)} packs, {n_ex} examples, "
+               f"{len(problems)} problems", err=True)
+    if problems:
+        sys.exit(1)
+

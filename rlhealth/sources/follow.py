@@ -1,0 +1,281 @@
+"""Follow a growing capture (or a live folder laid out the same way) for `rlhealth watch`.
+
+    f = CaptureFollower(path)           # capture.json, or job_id=... for a bare live folder
+    events = f.poll()                   # first call: everything so far; later: only what is new
+
+What "new" means per source:
+
+* logs/** : lines appended since the last poll (per-file byte offsets; a new inode at the path
+  = rotation, a size below our offset = truncation: both restart the file from 0 and are noted
+  in `problems`); a partial last line is held until its newline arrives;
+* gpu/<host>.csv : rows appended; the poll being assembled is emitted when the next poll starts
+  or when a `poll()` finds no new rows for that host; compute apps from `<host>.apps.csv` are
+  attached to the emitted poll nearest in time;
+* state.jsonl : new complete lines; pods/*.json : new snapshot files; sacct.txt : re-read when
+  it changes, only state polls not emitted before;
+* trace_jobs/ : new trial dirs (`started`), new result.json (`completed`), dirs that disappeared
+  (`vanished`, at the poll time) — see `harbor.TrialDirWatcher`;
+* the JobSpec is emitted on the first poll and again whenever job.json or config/*.yaml change.
+
+Events of one poll are returned sorted by event time (JobSpec first). Timestamp-less log lines
+read by a later poll are stamped with the poll time (they just appeared).
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import ValidationError
+
+from rlhealth.schemas.common import EventBase, Source
+from rlhealth.schemas.events import GpuPoll, JobStatePoll
+from rlhealth.sources import kubectl, slurm
+from rlhealth.sources.capture import (
+    SHIPPER,
+    Capture,
+    CaptureError,
+    CaptureInfo,
+    SourceProblem,
+    parse_state_line,
+    pod_snapshot_poll,
+    read_capture_info,
+)
+from rlhealth.sources.harbor import TrialDirWatcher
+from rlhealth.sources.logfiles import LogReader, TailReader, slurm_leg_order, source_for
+from rlhealth.sources.nvidia_smi import AppGroup, GpuCsvParser, attach_apps, parse_compute_apps_csv
+
+UTC = timezone.utc
+
+
+def _decode_lines(tail: TailReader) -> list[str]:
+    return [b.decode("utf-8", errors="replace") for _no, _off, b in tail.lines(final=False)]
+
+
+class _GpuHost:
+    def __init__(self, path: Path, parser: GpuCsvParser) -> None:
+        self.tail = TailReader(path)
+        self.parser = parser
+        self.apps_tail = TailReader(path.with_name(path.name[: -len(".csv")] + ".apps.csv"))
+        self.apps: list[AppGroup] = []
+
+
+class CaptureFollower:
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        batch_lines: int = 500,
+        clock: Callable[[], datetime] | None = None,
+        job_id: str | None = None,
+        cluster: str | None = None,
+        scheduler: str = "other",
+    ) -> None:
+        self.path = Path(path)
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self.batch_lines = batch_lines
+        if (self.path / "capture.json").exists() or job_id is None:
+            self.info = read_capture_info(self.path)  # raises CaptureError
+        else:
+            if not self.path.is_dir():
+                raise CaptureError(f"{self.path}: not a directory")
+            self.info = CaptureInfo(job_id=job_id, cluster=cluster, scheduler=scheduler, captured_at=self.clock())
+        self._cap = Capture(self.path, self.info, batch_lines=batch_lines)
+        self.problems: list[SourceProblem] = list(self._cap.problems)
+        self._logs: dict[str, LogReader] = {}
+        self._gpu: dict[str, _GpuHost] = {}
+        self._state_tail = TailReader(self.path / "state.jsonl")
+        self._timeline: list[JobStatePoll] = []
+        self._pods_seen: set[str] = set()
+        self._sacct_sig: tuple[int, int] | None = None
+        self._sacct_seen: set[tuple] = set()
+        self._legs: dict[str, int] = {}
+        self._spec_sig: tuple | None = None
+        self._trials: TrialDirWatcher | None = None
+        self.polls = 0
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _source(self, rel: str, **kw: Any) -> Source:
+        return Source(cluster=self.info.cluster, stream=rel, shipper=SHIPPER, **kw)
+
+    def _note(self, path: str, problem: str, gate: str | None, note: str, count: int = 1) -> None:
+        self.problems.append(SourceProblem(path, problem, gate, note, count))  # type: ignore[arg-type]
+
+    @staticmethod
+    def _sig(paths: list[Path]) -> tuple:
+        out = []
+        for p in paths:
+            try:
+                st = p.stat()
+                out.append((str(p), st.st_mtime_ns, st.st_size))
+            except OSError:
+                pass
+        return tuple(out)
+
+    # -- sources ----------------------------------------------------------------------------
+    def _spec(self, now: datetime) -> list[EventBase]:
+        sig = self._sig([self.path / "job.json", *self._cap.config_files()])
+        if sig == self._spec_sig:
+            return []
+        self._spec_sig = sig
+        before = len(self._cap.problems)
+        spec = self._cap.job_spec(now)
+        self.problems.extend(self._cap.problems[before:])
+        return [spec]
+
+    def _state(self) -> list[EventBase]:
+        out: list[EventBase] = []
+        if not self._state_tail.path.exists():
+            return out
+        what = self._state_tail.check()
+        if what:
+            self._note("state.jsonl", "truncated", "A", f"state.jsonl {what}; re-read from the start")
+        src = self._source("state.jsonl")
+        bad = 0
+        for line in _decode_lines(self._state_tail):
+            if not line.strip():
+                continue
+            try:
+                p = parse_state_line(line, job_id=self.info.job_id, source=src, scheduler=self.info.scheduler)
+            except (ValueError, ValidationError):
+                bad += 1
+                continue
+            self._timeline.append(p)
+            out.append(p)
+        if bad:
+            self._note("state.jsonl", "parse_error", "A", "state lines skipped (bad JSON or fields)", bad)
+        self._timeline.sort(key=lambda e: e.event_time)
+        return out
+
+    def _sacct(self, now: datetime) -> list[EventBase]:
+        sp = self.path / "sacct.txt"
+        sig = self._sig([sp])
+        if not sig or sig == self._sacct_sig:
+            return []
+        self._sacct_sig = sig
+        try:
+            legs = slurm.parse_sacct(sp.read_bytes().decode("utf-8", errors="replace")).legs
+        except OSError:
+            return []
+        self._legs = slurm.leg_index(slurm.chain_legs(legs)) if legs else {}
+        out: list[EventBase] = []
+        for p in slurm.sacct_state_polls(legs, job_id=self.info.job_id, captured_at=now,
+                                         source=self._source("sacct.txt")):
+            key = (p.event_time, p.state, p.attempt, len(p.attempts))
+            if key not in self._sacct_seen:
+                self._sacct_seen.add(key)
+                out.append(p)
+                if not (self.path / "state.jsonl").exists():
+                    self._timeline.append(p)
+        self._timeline.sort(key=lambda e: e.event_time)
+        return out
+
+    def _pods(self, now: datetime) -> list[EventBase]:
+        out: list[EventBase] = []
+        for f in self._cap.pod_files():
+            rel = f.relative_to(self.path).as_posix()
+            if rel in self._pods_seen:
+                continue
+            try:
+                raw = f.read_bytes()
+                pods = kubectl.load_pods_json(raw)
+            except (OSError, ValueError, ValidationError):
+                continue  # maybe mid-write: try again next poll
+            self._pods_seen.add(rel)
+            t = kubectl.snapshot_time(f) or now
+            out.append(pod_snapshot_poll(pods, t, self._timeline, job_id=self.info.job_id, source=self._source(rel)))
+        return out
+
+    def _gpu_polls(self) -> list[EventBase]:
+        out: list[EventBase] = []
+        for f in self._cap.gpu_files():
+            rel = f.relative_to(self.path).as_posix()
+            h = self._gpu.get(rel)
+            host = f.name[: -len(".csv")]
+            if h is None:
+                h = _GpuHost(f, GpuCsvParser(job_id=self.info.job_id, host=host, source=self._source(rel, host=host)))
+                self._gpu[rel] = h
+            if h.tail.check():
+                self._note(rel, "truncated", "B", "GPU CSV rotated or truncated; re-read from the start")
+            bad_before = h.parser.bad_rows
+            lines = _decode_lines(h.tail)
+            polls: list[GpuPoll] = h.parser.feed(lines)
+            if not lines and h.parser.pending:
+                polls.extend(h.parser.flush())
+            if h.parser.bad_rows > bad_before:
+                self._note(rel, "parse_error", "B", "GPU rows skipped", h.parser.bad_rows - bad_before)
+            if h.apps_tail.path.exists():
+                h.apps_tail.check()
+                atext = "\n".join(_decode_lines(h.apps_tail))
+                if atext:
+                    h.apps.extend(parse_compute_apps_csv(atext).groups)
+            if polls and h.apps:
+                polls = attach_apps(sorted(polls, key=lambda p: p.event_time), h.apps)
+                last = max(p.event_time for p in polls)
+                h.apps = [g for g in h.apps if g.time is not None and g.time > last]
+            out.extend(polls)
+        return out
+
+    def _log_batches(self, now: datetime) -> list[EventBase]:
+        out: list[EventBase] = []
+        files = self._cap.log_files()
+        rels = [f.relative_to(self.path).as_posix() for f in files]
+        legs = self._legs or slurm_leg_order(rels)
+        for f, rel in zip(files, rels):
+            r = self._logs.get(rel)
+            if r is None:
+                src = source_for(rel, cluster=self.info.cluster, shipper=SHIPPER, leg_index=legs)
+                r = LogReader(f, job_id=self.info.job_id, source=src, batch_lines=self.batch_lines, lookahead=False)
+                self._logs[rel] = r
+            what = r.check()
+            if what:
+                self._note(rel, "truncated", "A", f"log {what}; re-read from the start")
+            try:
+                mtime = datetime.fromtimestamp(os.stat(f).st_mtime, UTC)
+            except OSError:
+                continue
+            fb = min(mtime, now)
+            bad_before = r.invalid_utf8_lines
+            try:
+                out.extend(r.read(final=False, ref_time=now, fallback_time=fb))
+            except OSError as exc:
+                self._note(rel, "unreadable", "A", str(exc)[:200])
+            if r.invalid_utf8_lines > bad_before:
+                self._note(rel, "invalid_utf8", "A", "lines with invalid UTF-8", r.invalid_utf8_lines - bad_before)
+        return out
+
+    def _trial_events(self) -> list[EventBase]:
+        root = self.path / "trace_jobs"
+        if self._trials is None:
+            if not root.is_dir():
+                return []
+            self._trials = TrialDirWatcher(root, job_id=self.info.job_id, clock=self.clock,
+                                           source=Source(cluster=self.info.cluster, shipper=SHIPPER))
+        before = len(self._trials.problems)
+        evs: list[EventBase] = list(self._trials.poll())
+        for rel, problem, note in self._trials.problems[before:]:
+            self._note(rel, problem, "C", note)
+        return evs
+
+    # -- public -----------------------------------------------------------------------------
+    def poll(self) -> list[EventBase]:
+        """Events that appeared since the previous call (everything, on the first call)."""
+        now = self.clock()
+        self.polls += 1
+        spec = self._spec(now)
+        events: list[EventBase] = []
+        events.extend(self._state())
+        events.extend(self._sacct(now))
+        events.extend(self._pods(now))
+        events.extend(self._gpu_polls())
+        events.extend(self._log_batches(now))
+        events.extend(self._trial_events())
+        events.sort(key=lambda e: e.event_time)
+        if spec and self.polls == 1 and events:
+            spec = [spec[0].model_copy(update={"event_time": events[0].event_time})]
+        return spec + events
+
+
+__all__ = ["CaptureFollower"]

@@ -1,0 +1,94 @@
+"""Redaction: fake secrets are masked, ordinary lines are untouched, and it is fast."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from rlhealth.sources.capture import open_capture
+from rlhealth.sources.redact import MASK, might_contain_secret, redact, redact_lines
+
+SHARED = Path(os.environ.get("RLHEALTH_SHARED_DIR") or Path(__file__).resolve().parents[1].parent / "shared")
+SCEN = SHARED / "scenarios"
+needs_shared = pytest.mark.skipif(not SCEN.is_dir(), reason="shared scenarios not available")
+
+CASES = [
+    ("HF_TOKEN=hf_82013224c91143fd83fa4ae7a45ed81761", "HF_TOKEN=" + MASK),
+    ("WANDB_API_KEY=wandb_v1_30d4e58e353e56710496a7f23167fe3b27a951e5", "WANDB_API_KEY=" + MASK),
+    ("export DAYTONA_API_KEY=abcdef0123456789abcdef", "export DAYTONA_API_KEY=" + MASK),
+    ('curl -H "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.abc.def" http://x',
+     'curl -H "Authorization: Bearer ' + MASK + '" http://x'),
+    ("openai.AuthenticationError: Incorrect API key provided: sk-proj-abcdefghijklmnopqrstuvwx",
+     "openai.AuthenticationError: Incorrect API key provided: sk-proj-" + MASK),
+    ('{"api_key": "sk-abcdefghijklmnop1234", "token": "abcd1234efgh"}',
+     '{"api_key": "' + MASK + '", "token": "' + MASK + '"}'),
+    ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws_secret_access_key = " + MASK),
+    ("using AKIAIOSFODNN7EXAMPLE now", "using AKIAIOSF" + MASK + " now"),
+    ("postgres://admin:s3cretPass@db.internal:5432/x", "postgres://admin:" + MASK + "@db.internal:5432/x"),
+    ("git clone https://ghp_abcdefghijklmnopqrstuvwxyz0123456789@github.com/x",
+     "git clone https://ghp_" + MASK + "@github.com/x"),
+    ("vllm serve m --api-key abc123def --port 8000", "vllm serve m --api-key " + MASK + " --port 8000"),
+    ("password: hunter2!", "password: " + MASK),
+]
+
+UNTOUCHED = [
+    "INFO 10-14 16:19:43 [loggers.py:127] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 615.9 tokens/s",
+    "max_tokens=4096 tokenizer='Qwen/Qwen3-8B', tokenizer_revision=None",
+    "daytona.DaytonaError: Failed to create sandbox: Bearer token is invalid",
+    "the token is 0 and the key is fine",
+    "wandb: View run at https://wandb.ai/ot-agent/marin-rl/runs/93e8b88d",
+]
+
+
+@pytest.mark.parametrize("line,expected", CASES)
+def test_masks_secret(line: str, expected: str) -> None:
+    assert redact(line) == expected
+    batch = ["plain line", line, "another"]
+    assert redact_lines(batch) == 1
+    assert batch == ["plain line", expected, "another"]
+
+
+@pytest.mark.parametrize("line", UNTOUCHED)
+def test_leaves_ordinary_lines(line: str) -> None:
+    assert redact(line) == line
+    assert redact_lines([line]) == 0
+
+
+def test_precheck_says_no_for_plain_lines() -> None:
+    assert not might_contain_secret("2026-10-14 13:36:32,650\tINFO worker.py:1694 -- Connecting to Ray")
+    assert might_contain_secret("HF_TOKEN=hf_x")
+
+
+def test_speed_per_line() -> None:
+    plain = ["2026-10-14 13:36:32,650\tINFO worker.py:1694 -- Connecting to existing Ray cluster at 10.0.2.179:6379"] * 5000
+    stats = [UNTOUCHED[0]] * 5000
+    for lines in (plain, stats):
+        t = time.perf_counter()
+        for i in range(0, len(lines), 500):
+            redact_lines(lines[i:i + 500])
+        us = (time.perf_counter() - t) / len(lines) * 1e6
+        assert us < 60, us  # generous: shared CI machines; typically 1-6 us/line
+
+
+_SECRET_RE = re.compile(r"(?:HF_TOKEN|WANDB_API_KEY|[A-Z_]*API_KEY|[A-Z_]*TOKEN)=(\S{8,})")
+
+
+@needs_shared
+def test_scenario_secrets_never_reach_events() -> None:
+    secrets: set[str] = set()
+    for cap_dir in sorted(SCEN.glob("*/capture")):
+        for f in (cap_dir / "logs").rglob("*"):
+            if f.is_file():
+                secrets.update(_SECRET_RE.findall(f.read_text(errors="replace")))
+    assert len(secrets) >= 10  # the scenarios plant fake HF and W&B keys in every pod log
+    for cap_dir in sorted(SCEN.glob("*/capture")):
+        cap = open_capture(cap_dir)
+        for ev in cap.events():
+            if ev.kind == "log_batch":
+                text = "\n".join(ev.lines)
+                for s in secrets:
+                    assert s not in text, (cap_dir, s)
