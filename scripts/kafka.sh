@@ -269,8 +269,16 @@ EOF
 }
 
 cluster_id() {
-    # A Kafka UUID: 16 random bytes, URL-safe base64 without padding.
-    "$PY" -c 'import base64, uuid; print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))'
+    # A Kafka UUID: 16 random bytes, URL-safe base64 without padding. Like Kafka's Uuid.randomUuid(),
+    # never one starting with "-": the storage tool would read it as an option (1 start in 64 failed).
+    "$PY" - <<'EOF'
+import base64, uuid
+while True:
+    cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    if not cid.startswith("-"):
+        print(cid)
+        break
+EOF
 }
 
 # ---------------------------------------------------------------- commands
@@ -302,8 +310,11 @@ launch() {
     local t_fmt0 t_fmt
     t_fmt0=$(now)
     if [[ ! -f "$DATA_DIR/meta.properties" ]]; then
+        local cid
+        cid="$(cluster_id)"
+        [[ "$cid" =~ ^[A-Za-z0-9_][A-Za-z0-9_-]{21}$ ]] || die "bad cluster id '$cid'"
         java -Xmx256m -XX:TieredStopAtLevel=1 "${jvm_common[@]}" kafka.tools.StorageTool format \
-            --standalone -t "$(cluster_id)" -c "$CONFIG" >"$LOG_DIR/format.log" 2>&1 \
+            --standalone --cluster-id "$cid" --config "$CONFIG" >"$LOG_DIR/format.log" 2>&1 \
             || { cat "$LOG_DIR/format.log" >&2; die "formatting the storage failed"; }
     fi
     t_fmt=$(now)

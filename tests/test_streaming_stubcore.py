@@ -11,12 +11,14 @@ Rules of the stub:
 * a line containing "EXPLODE" makes `step` raise RuntimeError (a core error: dead-lettered);
 * a line containing "AGENT-DIES" raises a BaseException the worker does not catch per record
   (models a bug in the worker's own loop: the process must exit non-zero);
+* $STUB_STEP_DELAY_S makes every step that slow (blocking, like a CPU-bound core);
 * judge: KILL if a FATAL line was seen, or if the newest event is older than STALE_S at `now`.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from datetime import datetime, timezone
 
 import msgspec
@@ -25,6 +27,7 @@ from rlhealth.agents.findings import Finding, JobMetrics
 from rlhealth.schemas import Gate, Gates, Verdict
 
 STALE_S = float(os.environ.get("STUB_STALE_S", "20"))
+STEP_DELAY_S = float(os.environ.get("STUB_STEP_DELAY_S", "0"))  # a slow core: backlogs take time to fold in
 
 
 class AgentDies(BaseException):
@@ -51,6 +54,8 @@ class StubCore:
         return StubState(job_id=job_id)
 
     def step(self, state: StubState, event, now: datetime):
+        if STEP_DELAY_S:
+            time.sleep(STEP_DELAY_S)
         findings = []
         for line in getattr(event, "lines", ()) or ():
             if "AGENT-DIES" in line:
@@ -81,7 +86,7 @@ class StubCore:
                        reasoning=f"{why}; events={state.events}", produced_at=now,
                        gates=Gates(A=Gate(status="FAIL" if kill else "PASS", summary=why)))
 
-    def metrics(self, state: StubState, now: datetime) -> JobMetrics:
+    def metrics(self, state: StubState, now: datetime, last: Verdict | None = None) -> JobMetrics:
         kill, _ = self._kill(state, now)
         return JobMetrics(
             job_id=state.job_id, log_staleness_s={"trainer": max(now.timestamp() - state.last, 0.0)},

@@ -54,7 +54,8 @@ class Worker:
             env["RLHEALTH_CORE_FACTORY"] = core
         env.update(extra_env or {})
         cmd = [sys.executable, "-m", "rlhealth", "worker", "--bootstrap", bootstrap, "--topic-prefix", prefix,
-               "--tick-secs", str(tick), "--heartbeat-secs", str(heartbeat), "--metrics-port", str(self.port)]
+               "--tick-secs", str(tick), "--heartbeat-secs", str(heartbeat), "--metrics-port", str(self.port),
+               "--session-timeout-secs", "10"]
         if db is not None:
             cmd += ["--db", str(db)]
         self.log_path = log_path
@@ -240,7 +241,8 @@ def test_sigkill_restart_restores_state_and_the_gap_is_not_the_jobs_silence(kafk
     logging, comes back with its state (the event count continues) and never calls the job stale:
     it judges only after folding in the backlog written while it was down."""
     stale_s = 8.0
-    env = {"STUB_STALE_S": str(stale_s)}
+    # a slow core, so the backlog takes seconds to fold in and ticks happen meanwhile
+    env = {"STUB_STALE_S": str(stale_s), "STUB_STEP_DELAY_S": "0.1"}
     sent = 0
     stop = threading.Event()
 

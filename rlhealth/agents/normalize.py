@@ -29,6 +29,7 @@ __all__ = [
     "Prefix",
     "NormalizedLine",
     "strip_ansi",
+    "strip_ansi_bytes",
     "split_records",
     "peel_prefixes",
     "line_timestamp",
@@ -37,6 +38,7 @@ __all__ = [
 
 # CSI sequences (colours, cursor moves) and OSC sequences (hyperlinks/titles).
 _ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_ANSI_RE_B = re.compile(_ANSI_RE.pattern.encode("ascii"))
 _RECORD_SPLIT_RE = re.compile(r"\r\n|\r|\n")
 
 
@@ -45,6 +47,13 @@ def strip_ansi(s: str) -> str:
     if "\x1b" not in s:
         return s
     return _ANSI_RE.sub("", s)
+
+
+def strip_ansi_bytes(b: bytes) -> bytes:
+    """Bytes version of :func:`strip_ansi` (same sequences; never removes a newline)."""
+    if b"\x1b" not in b:
+        return b
+    return _ANSI_RE_B.sub(b"", b)
 
 
 def split_records(text: str) -> list[str]:

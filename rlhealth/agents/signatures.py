@@ -26,7 +26,7 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from rlhealth.agents.normalize import strip_ansi
+from rlhealth.agents.normalize import strip_ansi, strip_ansi_bytes
 
 __all__ = [
     "KINDS",
@@ -316,15 +316,15 @@ class Classifier:
     def _raw(self, lines: Sequence[str]) -> list[tuple[int, int]]:
         if not lines:
             return []
-        joined = "\n".join(lines)
-        if "\x1b" in joined:
-            joined = strip_ansi(joined)
-        if joined.count("\n") != len(lines) - 1:
+        buf = "\n".join(lines).encode("utf-8", "surrogatepass")
+        buf = strip_ansi_bytes(buf)
+        if buf.count(b"\n") != len(lines) - 1:
             # a "line" carries its own newline: fall back to per-line sanitising
-            joined = "\n".join(strip_ansi(x).replace("\n", " ") for x in lines)
+            buf = "\n".join(strip_ansi(x).replace("\n", " ") for x in lines).encode(
+                "utf-8", "surrogatepass")
         if self._engine == "hyperscan":
-            return self._hits_hyperscan(joined.encode("utf-8", "surrogatepass"))
-        return self._hits_re2([t.encode("utf-8", "surrogatepass") for t in joined.split("\n")])
+            return self._hits_hyperscan(buf)
+        return self._hits_re2(buf.split(b"\n"))
 
     def scan(self, lines: Sequence[str]) -> list[LineMatch]:
         hits = self._raw(lines)

@@ -33,10 +33,13 @@ prefix_option = click.option("--topic-prefix", "topic_prefix", envvar="RLHEALTH_
               help="Write findings, verdicts and dead letters to this DuckDB file (one worker per file).")
 @prefix_option
 @click.option("--app-id", default="rlhealth", show_default=True, help="faust app id (consumer group, changelogs).")
+@click.option("--session-timeout-secs", type=float, default=30.0, show_default=True,
+              help="Kafka group session timeout: how soon a crashed worker's partitions move.")
 @click.option("--no-create-topics", is_flag=True, help="Do not create missing topics at start.")
 @click.option("--loglevel", default="info", show_default=True)
 def worker(bootstrap: str, metrics_port: int | None, metrics_addr: str, tick_secs: float, heartbeat_secs: float,
-           db_path: str | None, topic_prefix: str | None, app_id: str, no_create_topics: bool, loglevel: str) -> None:
+           db_path: str | None, topic_prefix: str | None, app_id: str, session_timeout_secs: float,
+           no_create_topics: bool, loglevel: str) -> None:
     """Run the streaming worker: events in, verdicts out, state in a changelogged table.
 
     Exits non-zero if its stream agent dies (70), so the orchestrator restarts it.
@@ -50,7 +53,7 @@ def worker(bootstrap: str, metrics_port: int | None, metrics_addr: str, tick_sec
         ensure_topics(bootstrap, catalog)
     settings = WorkerSettings(bootstrap=bootstrap, catalog=catalog, app_id=app_id, tick_secs=tick_secs,
                               heartbeat_secs=heartbeat_secs, metrics_port=metrics_port, metrics_addr=metrics_addr,
-                              db_path=db_path, loglevel=loglevel)
+                              db_path=db_path, loglevel=loglevel, session_timeout_s=session_timeout_secs)
     sys.exit(StreamWorker(settings).run())
 
 

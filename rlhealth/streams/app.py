@@ -34,6 +34,7 @@ class AppSettings:
     store: str = "memory://"
     web_port: int | None = None
     replication_factor: int = 1
+    session_timeout_s: float = 30.0
 
 
 def group_id(app_id: str, catalog: TopicCatalog) -> str:
@@ -50,6 +51,7 @@ def make_app(
     store: str = "memory://",
     web_port: int | None = None,
     replication_factor: int = 1,
+    session_timeout_s: float = 30.0,
 ) -> faust.App:
     catalog = catalog or TopicCatalog.from_env(partitions=partitions)
     if partitions is not None and partitions != catalog.partitions:
@@ -69,6 +71,9 @@ def make_app(
         key_serializer="raw",
         value_serializer="raw",
         consumer_auto_offset_reset="earliest",
+        # a crashed worker's partitions move after this long (faust's default is 60 s)
+        broker_session_timeout=session_timeout_s,
+        broker_heartbeat_interval=min(3.0, session_timeout_s / 3),
         broker_commit_every=500,
         broker_commit_interval=1.0,
         stream_wait_empty=False,

@@ -10,7 +10,9 @@ One agent (`judge_job_events`) reads every event topic as raw bytes. Per record 
    an exception from the core dead-letters the record with stage="core", reason="core_error";
 3. on `JobEnded`, deletes the job's state and drops its metric series.
 
-A timer (`tick_secs`) judges the jobs of the partitions this worker owns, with the wall clock:
+A timer (`tick_secs`) judges the jobs of the partitions this worker owns, with the wall clock
+(and a fast timer, `fast_tick_secs`, judges at once the jobs whose last events produced findings
+or were scheduler state/spec changes, so a fault reaches the verdict topic in well under a tick):
 it publishes to the verdict topic when the call changes (`Verdict.same_call`) or as a heartbeat
 every `heartbeat_secs`, with a per-job `seq` kept in the `verdict_book` table, and refreshes the
 Prometheus exporter from `core.metrics`. Series of jobs this worker no longer owns (revoked
@@ -52,6 +54,8 @@ from rlhealth.streams.topics import TopicCatalog
 log = logging.getLogger("rlhealth.worker")
 
 EXIT_AGENT_DIED = 70
+# Kinds that can change a call on their own: judged within `fast_tick_secs`, not at the next tick.
+URGENT_KINDS = frozenset({"job_state", "job_spec", "job_ended"})
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,8 @@ class WorkerSettings:
     db_path: str | None = None
     web_port: int | None = None
     loglevel: str = "info"
+    session_timeout_s: float = 30.0
+    fast_tick_secs: float = 0.25  # jobs with new findings are judged this soon
 
 
 CORE_FACTORY_ENV = "RLHEALTH_CORE_FACTORY"
@@ -99,7 +105,7 @@ class StreamWorker:
         self.exporter = exporter or Exporter()
         self.clock = clock or (lambda: datetime.now(timezone.utc))
         self.app: faust.App = make_app(settings.bootstrap, app_id=settings.app_id, catalog=self.catalog,
-                                       web_port=settings.web_port)
+                                       web_port=settings.web_port, session_timeout_s=settings.session_timeout_s)
         self.group_id = group_id(settings.app_id, self.catalog)
         self.tables: Tables = make_tables(self.app, self.catalog.partitions)
         self.event_topics = set(self.catalog.event_topics)
@@ -118,7 +124,8 @@ class StreamWorker:
         self.processed_next: dict[TP, int] = {}
         self.catchup_targets: dict[TP, int] = {}
         self._assignment_pending = True
-        self._metrics_error_logged = False
+        self._dirty: set[bytes] = set()
+        self._judging = asyncio.Lock()  # the two timers never judge (and bump a seq) concurrently
         self._register()
 
     # ------------------------------------------------------------------ wiring
@@ -126,6 +133,7 @@ class StreamWorker:
         app = self.app
         app.agent(self.source, name="judge_job_events", concurrency=1)(self._consume)
         app.timer(self.settings.tick_secs, name="judge_owned_jobs")(self._tick)
+        app.timer(self.settings.fast_tick_secs, name="judge_jobs_with_news")(self._fast_tick)
         app.timer(2.0, name="flush_evidence")(self._flush_evidence)
         app.timer(0.5, name="probe_event_loop")(self._probe_loop)
         app.on_partitions_assigned.connect(self._on_assigned)
@@ -193,6 +201,8 @@ class StreamWorker:
             log.warning("core failed on %s/%d@%d (job %s): %r", topic, partition, offset, ev.job_id, exc)
             return dead("core_error", f"{type(exc).__name__}: {exc}", stage="core", kind=kind, job_id=ev.job_id)
 
+        if findings or kind in URGENT_KINDS:
+            self._dirty.add(expected)
         self.exporter.processed(kind)
         lines = getattr(ev, "lines", None)
         if lines:
@@ -297,6 +307,21 @@ class StreamWorker:
             self.exporter.verdicts_failed.inc()
             log.exception("judging failed: %r", exc)
 
+    async def _fast_tick(self) -> None:
+        if not self._dirty or self.app.rebalancing:
+            return
+        ready = self.ready_partitions()
+        parts = self.tables.job_health.key_partitions
+        keys = [k for k in self._dirty if parts.get(k) in ready]
+        self._dirty.difference_update(keys)
+        try:
+            await self._judge(keys)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            self.exporter.verdicts_failed.inc()
+            log.exception("judging jobs with news failed: %r", exc)
+
     async def judge_owned_jobs(self) -> int:
         """Judge every job of the ready partitions; publish changes and heartbeats. Returns publishes."""
         if self.app.rebalancing:
@@ -306,10 +331,22 @@ class StreamWorker:
         self.exporter.partitions_owned.set(len(owned))
         self.exporter.caught_up.set(1 if owned and ready == owned else 0)
         self._update_lag()
+        keys = self.tables.job_health.keys_in(ready)
+        self._dirty.difference_update(keys)
+        exported, published = await self._judge(keys)
+        self.exporter.retain(exported)
+        self.exporter.jobs_owned.set(len(exported))
+        return published
+
+    async def _judge(self, keys: list[bytes]) -> tuple[list[str], int]:
+        async with self._judging:
+            return await self._judge_locked(keys)
+
+    async def _judge_locked(self, keys: list[bytes]) -> tuple[list[str], int]:
         table, book_table = self.tables.job_health, self.tables.verdicts
         exported: list[str] = []
         published = 0
-        for i, key in enumerate(table.keys_in(ready)):
+        for i, key in enumerate(keys):
             if i and i % 50 == 0:
                 await asyncio.sleep(0)  # let the agent run between batches of judgements
             raw = table.get(key)
@@ -322,7 +359,7 @@ class StreamWorker:
                     continue
                 now = self.clock()
                 verdict = self.core.judge(state, now)
-                self.exporter.update(self.core.metrics(state, now))
+                self.exporter.update(self.core.metrics(state, now, last=verdict))
                 exported.append(job_id)
             except Exception as exc:  # noqa: BLE001 - one job's failure must not stop the others
                 self.exporter.verdicts_failed.inc()
@@ -341,9 +378,7 @@ class StreamWorker:
             published += 1
             if self.store is not None:
                 self.store.add_verdict(out)
-        self.exporter.retain(exported)
-        self.exporter.jobs_owned.set(len(exported))
-        return published
+        return exported, published
 
     def _update_lag(self) -> None:
         per_topic: dict[str, int] = {}

@@ -1,0 +1,136 @@
+"""The embedded default: `rlhealth probe` exit codes and formats, broken captures, and `watch` following growth."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from rlhealth.embedded import Watcher, probe
+from rlhealth.runtime import build_core
+from rlhealth.schemas import Verdict
+from tests.scenario_support import ROOT, shared_dir
+
+EXAMPLE = ROOT / "rlhealth" / "examples" / "capture-healthy"
+RLHEALTH = [sys.executable, "-m", "rlhealth"]
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(RLHEALTH + list(args), capture_output=True, text=True, timeout=300, cwd=ROOT)
+
+
+def test_probe_example_is_no_kill_exit_0_with_the_verdict_block() -> None:
+    proc = run_cli("probe", str(EXAMPLE))
+    assert proc.returncode == 0, proc.stderr
+    assert "VERDICT: NO-KILL" in proc.stdout
+    for label in ("Gate A (liveness)", "Gate B (resources)", "Gate C (rollouts)", "REASONING:", "NEXT STEPS"):
+        assert label in proc.stdout
+
+
+@pytest.mark.skipif(not (shared_dir() / "scenarios" / "throughput_starvation").is_dir(), reason="shared scenarios absent")
+def test_probe_kill_exits_10_and_json_matches_the_schema() -> None:
+    proc = run_cli("probe", str(shared_dir() / "scenarios" / "throughput_starvation" / "capture"), "--format", "json")
+    assert proc.returncode == 10, proc.stderr
+    v = Verdict.model_validate_json(proc.stdout)
+    assert v.verdict == "KILL"
+    schema = json.loads((ROOT / "rlhealth" / "schemas" / "json" / "verdict.schema.json").read_text())
+    import jsonschema
+
+    jsonschema.validate(json.loads(proc.stdout), schema)
+
+
+def test_probe_usage_errors_exit_2(tmp_path: Path) -> None:
+    assert run_cli("probe", str(tmp_path / "missing")).returncode == 2
+    assert run_cli("probe", str(tmp_path)).returncode == 2  # no capture.json
+    (tmp_path / "capture.json").write_text("{not json")
+    assert run_cli("probe", str(tmp_path)).returncode == 2
+    assert run_cli("probe", str(EXAMPLE), "--now", "yesterday").returncode == 2
+
+
+def test_probe_db_keeps_evidence_and_verdict(tmp_path: Path) -> None:
+    db = tmp_path / "ev.duckdb"
+    assert run_cli("probe", str(EXAMPLE), "--db", str(db)).returncode == 0
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.execute("select count(*) from verdicts").fetchone()[0] == 1
+    con.close()
+
+
+def _copy_example(tmp_path: Path) -> Path:
+    dst = tmp_path / "cap"
+    shutil.copytree(EXAMPLE, dst)
+    return dst
+
+
+def test_missing_sources_make_gates_unknown_never_healthy(tmp_path: Path) -> None:
+    cap = _copy_example(tmp_path)
+    shutil.rmtree(cap / "trace_jobs")
+    shutil.rmtree(cap / "gpu")
+    (cap / "state.jsonl").write_text("")
+    v = probe(cap, build_core()).verdict
+    assert v.verdict == "NO-KILL"
+    assert v.gates.C.status == "UNKNOWN" and "trace_jobs" in v.gates.C.summary
+    assert "sources:" in v.gates.A.summary  # the empty state.jsonl is named
+
+
+def test_truncated_and_non_utf8_files_never_crash(tmp_path: Path) -> None:
+    cap = _copy_example(tmp_path)
+    log = next((cap / "logs").rglob("*.log"))
+    data = log.read_bytes()
+    log.write_bytes(data[: len(data) // 2] + b"\xff\xfe\x00 broken \xc3\x28 tail without newline")
+    state = cap / "state.jsonl"
+    state.write_bytes(state.read_bytes() + b'{"ts": "2026-10-14T16:1')
+    for result in sorted((cap / "trace_jobs").rglob("result.json"))[:2]:
+        result.write_bytes(result.read_bytes()[:40])
+    (cap / "gpu" / "extra.csv").write_bytes(b"timestamp, index\n\xff\xff, [N/A]\n")
+    res = probe(cap, build_core())
+    assert res.verdict.verdict in ("KILL", "NO-KILL")
+    kinds = {p.problem for p in res.problems}
+    assert kinds & {"invalid_utf8", "truncated", "parse_error"}
+
+
+def test_watch_reports_only_changes_and_follows_growth(tmp_path: Path) -> None:
+    cap = _copy_example(tmp_path)
+    captured = datetime.fromisoformat(json.loads((cap / "capture.json").read_text())["captured_at"].replace("Z", "+00:00"))
+    clock = {"now": captured}
+    w = Watcher(build_core(), [cap], clock=lambda: clock["now"])
+    first = w.tick()
+    assert len(first) == 1 and first[0].verdict == "NO-KILL" and first[0].job_status == "ALIVE"
+    assert w.tick() == []  # nothing new, same call: nothing printed
+    later = captured + timedelta(minutes=2)
+    with (cap / "state.jsonl").open("a") as fh:
+        fh.write(json.dumps({"ts": later.strftime("%Y-%m-%dT%H:%M:%SZ"), "state": "failed", "pods": 0,
+                             "failure_count": 1, "attempt": 0, "max_retries": 0, "attempts": [
+                                 {"attempt": 0, "terminal_state": "failed", "exit_code": 1,
+                                  "error": "RuntimeError: NCCL communicator was aborted"}]}) + "\n")
+    clock["now"] = later + timedelta(seconds=5)
+    changed = w.tick()
+    assert len(changed) == 1 and changed[0].job_status == "TERMINAL" and changed[0].seq > first[0].seq
+
+
+def test_watch_cli_serves_metrics_and_prints_a_verdict(tmp_path: Path) -> None:
+    proc = run_cli("watch", str(EXAMPLE), "--iterations", "1", "--clock", "capture", "--format", "json",
+                   "--metrics-port", "0")
+    assert proc.returncode == 0, proc.stderr
+    v = Verdict.model_validate_json(proc.stdout.strip().splitlines()[0])
+    assert v.verdict == "NO-KILL"
+    assert "/metrics" in proc.stderr
+
+
+def test_watch_exports_job_gauges() -> None:
+    from rlhealth.sinks.prometheus import Exporter
+
+    exporter = Exporter()
+    captured = datetime.fromisoformat(json.loads((EXAMPLE / "capture.json").read_text())["captured_at"].replace("Z", "+00:00"))
+    w = Watcher(build_core(), [EXAMPLE], clock=lambda: captured, exporter=exporter)
+    w.tick()
+    job = next(iter(w.states))
+    value = exporter.registry.get_sample_value("rlhealth_job_verdict_kill", {"job_id": job})
+    assert value == 0.0
+    assert exporter.registry.get_sample_value("rlhealth_job_generation_tokens_per_second", {"job_id": job}) > 0

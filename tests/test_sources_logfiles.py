@@ -1,0 +1,100 @@
+"""Log files -> LogBatch: batching, offsets, UTF-8, giant lines, event times, the live shipper."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+from rlhealth.schemas.events import MAX_LINE_CHARS
+from rlhealth.sources.logfiles import LogFileShipper, LogReader, describe_log, slurm_leg_order, source_for
+
+UTC = timezone.utc
+REF = datetime(2026, 10, 14, 18, tzinfo=UTC)
+FB = datetime(2026, 10, 14, 1, tzinfo=UTC)
+
+
+def _read(path: Path, batch_lines: int = 3) -> tuple[LogReader, list]:
+    r = LogReader(path, job_id="j", source=source_for("logs/" + path.name), batch_lines=batch_lines)
+    return r, list(r.read(final=True, ref_time=REF, fallback_time=FB))
+
+
+def test_describe_log() -> None:
+    assert describe_log("logs/pod_rank3.log").rank == 3
+    assert describe_log("logs/ray/node-a/raylet.out").host == "node-a"
+    assert describe_log("logs/finelog-x.log").kind == "finelog"
+    assert describe_log("logs/dmesg-gpu07.log").host == "gpu07"
+    assert describe_log("logs/48215.err").slurm_job_id == "48215"
+    assert slurm_leg_order(["logs/48216.out", "logs/48215.err", "logs/48215.out", "logs/x.log"]) == {"48215": 0, "48216": 1}
+    assert source_for("logs/48216.out", leg_index={"48215": 0, "48216": 1}).attempt == 1
+
+
+def test_batches_offsets_and_times(tmp_path: Path) -> None:
+    lines = [
+        b"+ ray start --head",  # no timestamp: held until the first stamped line
+        b"2026-10-14 13:00:00,000\tINFO a",
+        b"progress 10%\r progress 20%",
+        b"INFO 10-14 13:05:00 [loggers.py:1] Engine 000: Running: 1 reqs",
+        b"no stamp here",
+        b"HF_TOKEN=hf_abcdefghijklmnopqrstuvwx",
+        b"\xff\xfe broken bytes",
+    ]
+    f = tmp_path / "pod_rank0.log"
+    f.write_bytes(b"\n".join(lines) + b"\n")
+    r, batches = _read(f)
+    assert [b.first_line_no for b in batches] == [0, 3, 6]
+    assert [len(b.lines) for b in batches] == [3, 3, 1]
+    assert batches[0].offsets == [0, 19, 50]
+    assert batches[0].lines[2] == "progress 10%\r progress 20%"
+    assert batches[0].event_time == datetime(2026, 10, 14, 13, 0, tzinfo=UTC)
+    assert batches[1].event_time == datetime(2026, 10, 14, 13, 5, tzinfo=UTC)
+    assert batches[2].event_time == batches[1].event_time  # carried forward
+    assert batches[1].lines[2] == "HF_TOKEN=[REDACTED]"
+    assert batches[2].invalid_utf8_lines == 1 and "\ufffd" in batches[2].lines[0]
+    assert batches[0].source.rank == 0 and batches[0].ts is None
+    assert r.lines_read == 7 and r.invalid_utf8_lines == 1 and not r.tail.missing_final_newline
+
+
+def test_no_timestamps_uses_fallback_and_giant_line(tmp_path: Path) -> None:
+    f = tmp_path / "other.log"
+    f.write_bytes(b"a\n" + b"x" * (MAX_LINE_CHARS * 5) + b"\nb\nlast-without-newline")
+    r, batches = _read(f, batch_lines=500)
+    (b,) = batches
+    assert b.event_time == FB
+    assert [len(x) for x in b.lines] == [1, MAX_LINE_CHARS, 1, len("last-without-newline")]
+    assert b.truncated_lines == 1 and r.tail.missing_final_newline
+    assert b.offsets[2] == 2 + MAX_LINE_CHARS * 5 + 1
+
+
+def test_event_time_never_decreases(tmp_path: Path) -> None:
+    f = tmp_path / "finelog.log"
+    f.write_text("2026-10-14T13:00:00Z a\n2026-10-14T12:00:00Z b\n")
+    _r, batches = _read(f, batch_lines=1)
+    assert [b.event_time.hour for b in batches] == [13, 13]
+
+
+def test_shipper_tails_appends_rotation_and_partial_lines(tmp_path: Path) -> None:
+    got: list = []
+    now = datetime(2026, 10, 14, 12, tzinfo=UTC)
+    f = tmp_path / "app.log"
+    f.write_text("2026-10-14T11:00:00Z one\ntwo without newline yet")
+    sh = LogFileShipper([str(tmp_path / "*.log")], got.append, job_id="j", clock=lambda: now, root=tmp_path)
+    assert sh.poll() == 1
+    assert got[-1].lines == ["2026-10-14T11:00:00Z one"] and got[-1].source.stream == "app.log"
+    with f.open("a") as fh:
+        fh.write(" ... done\nthree\n")
+    assert sh.poll() == 1
+    assert got[-1].lines == ["two without newline yet ... done", "three"] and got[-1].first_line_no == 1
+    assert sh.poll() == 0
+    f.write_text("fresh\n")  # truncated (shorter than our offset)
+    assert sh.poll() == 1 and got[-1].lines == ["fresh"] and got[-1].first_line_no == 0
+    assert sh.events[-1] == (str(f), "truncated")
+    f.rename(tmp_path / "app.log.1")
+    f.write_text("rotated file line one is longer\n")
+    assert sh.poll() == 1 and got[-1].lines == ["rotated file line one is longer"]
+    assert sh.events[-1] == (str(f), "rotated")
+    # no timestamp in the new generation: the last known time is carried forward (monotonic)
+    assert got[-1].event_time == datetime(2026, 10, 14, 11, tzinfo=UTC)
+    g = tmp_path / "plain.log"
+    g.write_text("no stamps at all\n")
+    assert sh.poll() == 1 and got[-1].source.stream == "plain.log"
+    assert got[-1].event_time == now  # never saw a timestamp -> the poll time
