@@ -173,11 +173,12 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     matches = classifier.scan(lines)
     findings: list[Finding] = []
     explicit_ts = batch.ts
+    memo: dict[int, datetime | None] = {}
     for m in matches:
         text = m.text
         dt = explicit_ts[m.index] if explicit_ts is not None else None
         if dt is None:
-            dt = _line_time(lines, m.index, now)
+            dt = _line_time(lines, m.index, now, memo)
         ts = dt.timestamp() if dt is not None else (prev_stream_ts if prev_stream_ts is not None else batch_ts)
         prefixes, rest = peel_prefixes(text)
         role = roles.role_of_prefixes(prefixes) or st.role
@@ -195,13 +196,16 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     return findings
 
 
-_LOOKBACK_FOR_TIME = 30
+_LOOKBACK_FOR_TIME = 12
+_NO_TS = object()
 
 
-def _line_time(lines: list[str], index: int, now: datetime) -> datetime | None:
+def _line_time(lines: list[str], index: int, now: datetime, memo: dict) -> datetime | None:
     """A line's own timestamp, else the nearest earlier one in the batch (tqdm bars, traceback bodies)."""
     for j in range(index, max(index - _LOOKBACK_FOR_TIME, -1), -1):
-        dt = line_timestamp(lines[j], now)
+        dt = memo.get(j, _NO_TS)
+        if dt is _NO_TS:
+            dt = memo[j] = line_timestamp(lines[j], now)
         if dt is not None:
             return dt
     return None
