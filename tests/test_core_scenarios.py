@@ -356,3 +356,38 @@ def test_state_stays_small_and_round_trips(core) -> None:
     blob = job.last_state.to_bytes()
     assert len(blob) < 64 * 1024
     assert JobHealth.from_bytes(blob) == job.last_state
+
+
+# ---------------------------------------------------------------------------------------------- beyond the seed
+
+
+def test_fail_slow_step_rate_is_a_single_signal_escalation(core) -> None:
+    job = Job(core).spec(expected_step_s=None).states(0, 220, every=10)
+    job.steps(0, 120, step_min=15)        # 8 steps of 15 min
+    job.steps(120, 210, step_min=30, first_step=9)  # then the last 3 take twice as long
+    job.engine_stats(190, 219)
+    v = job.judge(220)
+    assert v.gates.B.status == "FAIL" and "step rate down" in v.gates.B.summary
+    assert v.verdict == "NO-KILL" and v.escalate  # one sustained signal: escalate, never kill on it alone
+
+
+def test_fail_slow_throughput_drop_against_own_median(core) -> None:
+    job = Job(core).spec().states(0, 130, every=5)
+    job.steps(0, 130)
+    job.engine_stats(0, 90, gen=3000, running=30)
+    job.engine_stats(90.1, 129.9, gen=1200, running=30)
+    v = job.judge(130)
+    assert v.gates.B.status == "FAIL" and "generation throughput down" in v.gates.B.summary
+
+
+def test_grad_norm_explosion_and_entropy_collapse_are_flagged(core) -> None:
+    job = healthy(Job(core))
+    for i, (gn, ent) in enumerate([(0.3, 0.5), (0.35, 0.48), (0.32, 0.47), (0.3, 0.5), (0.31, 0.49), (0.33, 0.46),
+                                   (40.0, 0.01), (55.0, 0.008), (60.0, 0.005)]):
+        m = 30 + i * 10
+        job.log(m, [f"{P} {loguru_ts(at(m))} | INFO     | skyrl_train.fully_async_trainer:_train_loop:743 - "
+                    f"{{'final_loss': -0.01, 'policy_entropy': {ent}, 'raw_grad_norm': {gn}, 'policy_lr': 1e-06}}"])
+    v = job.judge(121)
+    assert v.gates.B.status == "FAIL"
+    assert "grad-norm explosion" in v.gates.B.summary and "entropy collapse" in v.gates.B.summary
+    assert v.verdict == "KILL"  # two independent training-dynamics signals

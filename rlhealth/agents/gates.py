@@ -527,6 +527,10 @@ def gate_b(ctx: Context, a: GateResult) -> GateResult:
             g.watch.append("vLLM stats lines with Running > 0 again once rollouts dispatch")
             _engine_evidence(state, g, [p[0] for p in per][:2])
             return g
+        slow = fail_slow(state)
+        if slow:
+            _engine_evidence(state, g, [p[0] for p in per][:2])
+            return _fail_slow_gate(g, slow, shape)
         g.status = "PASS"
         g.summary = f"engines generating: {shape}; no OOM"
         _engine_evidence(state, g, [p[0] for p in per][:2])
@@ -555,12 +559,60 @@ def gate_b(ctx: Context, a: GateResult) -> GateResult:
                      f"vLLM stats lines were seen: engines loaded but not generating?")
         g.watch.append("vLLM 'Avg generation throughput' lines on every engine")
         return g
+    slow = fail_slow(state)
+    if slow:
+        return _fail_slow_gate(g, slow, "")
     if busy:
         g.status = "PASS"
         g.summary = f"no vLLM stats lines, but GPUs busy on {len(busy)} host(s); no OOM; {eager_txt}"
         return g
     g.status = "UNKNOWN"
     g.summary = "no engine stats and no recent GPU polls: resources cannot be judged"
+    return g
+
+
+def fail_slow(state: JobHealth) -> list[tuple[str, str, Ev | None]]:
+    """Sustained degradation against the job's own recent median, plus training-dynamics alarms.
+
+    Each item is (signal, description, evidence). Only sustained patterns count: three steps or
+    three 5-minute buckets in a row, or the last two metric readings.
+    """
+    out: list[tuple[str, str, Ev | None]] = []
+    d = state.trainer.step_durations
+    if len(d) >= 6:
+        base = statistics.median(d[-11:-3])
+        recent = d[-3:]
+        if base > 0 and all(x >= base / 0.75 for x in recent):
+            out.append(("step rate down >= 25% for 3 steps",
+                        f"last 3 steps took {', '.join(f'{x:.0f}' for x in recent)} s vs the job's median {base:.0f} s",
+                        None))
+    hist = [h for h in state.gen_history if h[2] > 0]
+    if len(hist) >= 8:
+        base = statistics.median(h[1] for h in hist[-11:-3])
+        recent = hist[-3:]
+        if base > 0 and all(h[1] < 0.75 * base for h in recent):
+            out.append(("generation throughput down >= 25% for 15 min",
+                        f"aggregate generation {', '.join(f'{h[1]:,.0f}' for h in recent)} tok/s over the last 15 min vs "
+                        f"the job's median {base:,.0f} tok/s with requests running", None))
+    g = state.metrics.grad_norm
+    if len(g) >= 6:
+        base = statistics.median(v for _, v in g[:-2])
+        if base > 0 and all(v > 10 * base and v > 1.0 for _, v in g[-2:]):
+            out.append(("grad-norm explosion", f"grad norm {g[-2][1]:.3g}, {g[-1][1]:.3g} vs median {base:.3g}", None))
+    e = state.metrics.entropy
+    if len(e) >= 6:
+        base = statistics.median(v for _, v in e[: len(e) // 2])
+        if base > 0 and all(v < 0.1 * base for _, v in e[-3:]):
+            out.append(("entropy collapse", f"policy entropy {e[-1][1]:.3g} vs an early median {base:.3g}", None))
+    return out
+
+
+def _fail_slow_gate(g: GateResult, slow: list[tuple[str, str, Ev | None]], shape: str) -> GateResult:
+    g.status = "FAIL"
+    g.cause = "fail_slow"
+    g.signals = [s for s, _, _ in slow]
+    g.summary = "sustained degradation: " + "; ".join(f"{s} ({t})" for s, t, _ in slow) + (f". {shape}" if shape else "")
+    g.evidence.extend(e for _, _, e in slow if e is not None)
     return g
 
 

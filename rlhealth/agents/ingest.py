@@ -11,8 +11,6 @@ import math
 import re
 from datetime import datetime
 
-import orjson
-
 from rlhealth.agents import roles
 from rlhealth.agents.coherence import incoherence_reason
 from rlhealth.agents.findings import Finding
@@ -229,6 +227,7 @@ def _apply_match(state: JobHealth, m: LineMatch, rest: str, prefixes, role: str,
                 del state.engines[oldest]
             eng = state.engines[eid] = EngineState(host=roles.pod_of(prefixes) or batch.source.host)
         if ts is not None:
+            _roll_gen_bucket(state, ts)
             _engine_sample(eng, ts, _float(f.get("generation_tokens_per_s")) or 0.0,
                            _float(f.get("prompt_tokens_per_s")) or 0.0, _float(f.get("running")) or 0.0,
                            _float(f.get("waiting")) or 0.0, _float(f.get("kv_cache_pct")) or 0.0)
@@ -277,6 +276,30 @@ def _apply_match(state: JobHealth, m: LineMatch, rest: str, prefixes, role: str,
 
 
 ENGINE_BUCKET_S = 60.0
+GEN_HISTORY_BUCKET_S = 300
+MAX_GEN_HISTORY = 24
+
+
+def _roll_gen_bucket(state: JobHealth, ts: float) -> None:
+    """When a new 5-minute bucket starts, fold the finished one (summed over engines) into gen_history."""
+    bucket = int(ts // GEN_HISTORY_BUCKET_S) * GEN_HISTORY_BUCKET_S
+    if state.gen_bucket is None:
+        state.gen_bucket = bucket
+        return
+    if bucket <= state.gen_bucket:
+        return
+    start, end = state.gen_bucket, state.gen_bucket + GEN_HISTORY_BUCKET_S
+    gen = running = 0.0
+    seen = False
+    for eng in state.engines.values():
+        window = [smp for smp in eng.samples if start <= smp[0] < end]
+        if window:
+            seen = True
+            gen += sum(smp[1] for smp in window) / len(window)
+            running += sum(smp[3] for smp in window) / len(window)
+    if seen:
+        push_capped(state.gen_history, (start, round(gen, 1), round(running, 1)), MAX_GEN_HISTORY)
+    state.gen_bucket = bucket
 
 
 def _engine_sample(eng: EngineState, ts: float, gen: float, prompt: float, running: float, waiting: float,
@@ -328,8 +351,8 @@ def _trainer_progress(state: JobHealth, sig: str, f: dict, ts: float | None, ev:
             tr.in_weight_sync_since = None
             tr.weight_syncs += 1
     elif sig == "trainer_step":
-        step = f.get("step")
-        if isinstance(step, int) and ts is not None:
+        step = _as_int(f.get("step"))
+        if step is not None and ts is not None:
             if tr.last_step is None or step != tr.last_step:
                 push_capped(tr.step_ts, (ts, step), MAX_STEP_HISTORY)
             tr.last_step = step if tr.last_step is None else max(tr.last_step, step)
@@ -341,40 +364,47 @@ def _trainer_progress(state: JobHealth, sig: str, f: dict, ts: float | None, ev:
             push_capped(tr.reward_log, (ts, r), MAX_STEP_HISTORY)
 
 
+_METRIC_PAIR_RE = re.compile(r"""['"]([\w/.\-]+)['"]\s*:\s*(-?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+)|-?(?:nan|NaN|inf|Infinity))""")
+
+
+def _as_int(v: object) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+        return int(v)
+    return None
+
+
 def _trainer_metrics(state: JobHealth, f: dict, ts: float | None, ev: Ev) -> None:
+    """Loss, grad norm and entropy from WANDB_MIRROR JSON or SkyRL's printed stats dict (both key: number)."""
     raw = f.get("metrics")
-    step = f.get("step")
-    if isinstance(step, int) and ts is not None:
+    step = _as_int(f.get("step"))
+    if step is not None and ts is not None:
         tr = state.trainer
         if tr.last_step is None or step > tr.last_step:
             push_capped(tr.step_ts, (ts, step), MAX_STEP_HISTORY)
             tr.last_step = step
     if not isinstance(raw, str) or ts is None:
         return
-    try:
-        metrics = orjson.loads(raw.replace("NaN", '"NaN"').replace("Infinity", '"Infinity"'))
-    except orjson.JSONDecodeError:
-        return
-    if not isinstance(metrics, dict):
-        return
     hist = state.metrics
-    for k, v in metrics.items():
-        if isinstance(v, str) and v in ("NaN", "Infinity", "-Infinity"):
-            v = float("nan")
-        if not isinstance(v, (int, float)):
+    seen: set[str] = set()
+    for key, value in _METRIC_PAIR_RE.findall(raw):
+        lk = key.lower()
+        v = float(value.replace("Infinity", "inf"))
+        if not math.isfinite(v):
+            if "loss" in lk or "grad" in lk:
+                hist.nonfinite += 1
+                hist.nonfinite_ev = ev
             continue
-        v = float(v)
-        lk = k.lower()
-        if not math.isfinite(v) and ("loss" in lk or "grad" in lk):
-            hist.nonfinite += 1
-            hist.nonfinite_ev = ev
-            continue
-        if lk.endswith("policy_loss") or lk.endswith("/loss") or lk == "final_loss" or lk.endswith("policy/loss"):
-            push_capped(hist.loss, (ts, v), MAX_METRIC_HISTORY)
-        elif "grad_norm" in lk:
-            push_capped(hist.grad_norm, (ts, v), MAX_METRIC_HISTORY)
-        elif "entropy" in lk:
-            push_capped(hist.entropy, (ts, v), MAX_METRIC_HISTORY)
+        kind = ("loss" if (lk.endswith("policy_loss") or lk == "final_loss" or lk.endswith("/loss"))
+                else "grad_norm" if "grad_norm" in lk
+                else "entropy" if lk.endswith("entropy") else None)
+        if kind is None or kind in seen:
+            continue  # one value per kind per line (the first is the headline one)
+        seen.add(kind)
+        push_capped(getattr(hist, kind), (ts, v), MAX_METRIC_HISTORY)
 
 
 def _python_exception(state: JobHealth, m: LineMatch, role: str, ts: float | None, ev: Ev, attempt: int | None,

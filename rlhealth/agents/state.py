@@ -192,6 +192,10 @@ class JobHealth(msgspec.Struct):
     metrics: MetricHistory = msgspec.field(default_factory=MetricHistory)
     shippers: dict[str, tuple[float, float, bool]] = msgspec.field(default_factory=dict)  # id -> (last ts, interval, stopping)
     batch_progress: list[tuple[float, int, int]] = msgspec.field(default_factory=list)  # (ts, successful, total)
+    # Job-level generation throughput per 5-minute bucket: (bucket start, summed tok/s, summed Running),
+    # two hours of it, so fail-slow is judged against the job's own recent median.
+    gen_history: list[tuple[int, float, float]] = msgspec.field(default_factory=list)
+    gen_bucket: int | None = None
     ended: bool = False
 
     def to_bytes(self) -> bytes:

@@ -73,6 +73,11 @@ FIXES: dict[str, list[str]] = {
         "Training diverged (NaN/Inf loss or grad norm): lower the learning rate, enable gradient clipping, check the "
         "reward scale and the advantage normalisation; relaunch from the last good checkpoint.",
     ],
+    "fail_slow": [
+        "Sustained degradation against the job's own baseline: compare the slow window with the last healthy one "
+        "(engine restarts, a straggler node, thermal throttling, KV-cache pressure, a data/curriculum change) and "
+        "decide on the evidence; a single fail-slow signal is escalated, not killed.",
+    ],
     "KeyError": [
         "Deterministic KeyError in the weight sync: fix the weight-name mapping for the new model layout "
         "(e.g. the fused gate_up_proj expert parameters) before any relaunch.",
