@@ -6,11 +6,12 @@ Reading rules (made for 1 GB captures):
 * files are read in binary chunks and split on ``\\n`` only; a ``\\r`` stays inside its line
   (progress bars; the core splits those); a last line without ``\\n`` is held until it is
   complete, except at the end of a capture (``final=True``) where it is emitted as is;
-* each line is decoded as UTF-8; a line with invalid bytes is decoded with replacement
-  characters and counted in `invalid_utf8_lines`; a line longer than `MAX_LINE_CHARS` is cut and
+* each batch is joined and decoded as UTF-8 in one call; a line with invalid bytes is decoded
+  with replacement characters and counted in `invalid_utf8_lines`; a line longer than `MAX_LINE_CHARS` is cut and
   counted in `truncated_lines` (a line with no newline for more than 4*MAX_LINE_CHARS bytes is cut
   there and the rest of it skipped);
-* every line goes through `redact` before the event is built;
+* every batch goes through the `Redactor` before the event is built: one marker scan of the
+  batch's bytes, the exact substitutions on the lines with a marker (and on invalid-UTF-8 lines);
 * `offsets[i]` is the byte offset of line i in the file, `first_line_no` the 0-based number of the
   first line; `ts` is left None: the core parses the timestamps it needs;
 * **event_time**: timestamps are not parsed per line. The batch takes the timestamp of its last
@@ -29,6 +30,8 @@ from __future__ import annotations
 import glob as _glob
 import os
 import re
+from itertools import accumulate
+from operator import add
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,7 +40,7 @@ from typing import Callable, Iterator
 from rlhealth.agents.normalize import line_timestamp
 from rlhealth.schemas.common import Source
 from rlhealth.schemas.events import MAX_LINE_CHARS, MAX_LINES_PER_BATCH, LogBatch
-from rlhealth.sources.redact import redact_lines
+from rlhealth.sources.redact import Redactor, default_redactor
 
 UTC = timezone.utc
 CHUNK_BYTES = 1 << 20
@@ -144,8 +147,12 @@ class TailReader:
             self._skipping = False
         return what
 
-    def lines(self, final: bool) -> Iterator[tuple[int, int, bytes]]:
-        """Yield (line number, byte offset, line bytes without \\n) for every complete line now."""
+    def blocks(self, final: bool, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, int, list[bytes]]]:
+        """Yield (number of the first line, its byte offset, lines without \\n) per chunk read.
+
+        The lines of one block are contiguous in the file (line i+1 starts len(line i)+1 bytes
+        after line i); a giant line's cut head comes as a block of its own. The reader's
+        position is advanced before each yield."""
         while True:
             # Open per chunk: a capture merge keeps hundreds of these generators suspended,
             # and none of them may hold a file descriptor while it waits.
@@ -153,28 +160,33 @@ class TailReader:
                 if self.ino is None:
                     self.ino = os.fstat(f.fileno()).st_ino
                 f.seek(self.offset + len(self._partial))
-                chunk = f.read(CHUNK_BYTES)
+                chunk = f.read(chunk_bytes)
             if not chunk:
                 break
             buf = self._partial + chunk if self._partial else chunk
-            parts = buf.split(b"\n")
-            self._partial = parts.pop()
-            off = self.offset
-            for p in parts:
-                n = len(p) + 1
-                if self._skipping:
+            cut = buf.rfind(b"\n")
+            if cut < 0:
+                self._partial = buf
+            else:
+                self._partial = buf[cut + 1:]
+                start = 0
+                if self._skipping:  # the first line here is the rest of a giant line
                     self._skipping = False
-                else:
-                    self.line_no += 1
-                    yield self.line_no - 1, off, p
-                off += n
-                self.offset = off
+                    start = buf.find(b"\n") + 1
+                    self.offset += start
+                if start <= cut:
+                    parts = buf[start:cut].split(b"\n")
+                    first_no, first_off = self.line_no, self.offset
+                    self.line_no += len(parts)
+                    self.offset += cut + 1 - start
+                    del buf, chunk
+                    yield first_no, first_off, parts
             if len(self._partial) > MAX_LINE_BYTES and not self._skipping:
                 head = self._partial[:MAX_LINE_BYTES]
                 self.line_no += 1
                 self.giant_lines += 1
                 self._skipping = True
-                yield self.line_no - 1, self.offset, head
+                yield self.line_no - 1, self.offset, [head]
             if self._skipping and self._partial:
                 self.offset += len(self._partial)
                 self._partial = b""
@@ -185,26 +197,50 @@ class TailReader:
             self._partial = b""
             if not self._skipping:
                 self.line_no += 1
-                yield self.line_no - 1, off, rest
+                yield self.line_no - 1, off, [rest]
+
+    def lines(self, final: bool) -> Iterator[tuple[int, int, bytes]]:
+        """Yield (line number, byte offset, line bytes without \\n) for every complete line now."""
+        for no, off, parts in self.blocks(final):
+            for p in parts:
+                yield no, off, p
+                no += 1
+                off += len(p) + 1
 
 
 # -- batching -------------------------------------------------------------------------------
 
 
-def _decode(raw: list[bytes]) -> tuple[list[str], int]:
+def _decode(block: bytes) -> tuple[list[str], list[int]]:
+    """`block` (lines joined by \\n) -> (lines, indices of lines that had invalid UTF-8).
+
+    Valid text is decoded in one call; each invalid line is decoded on its own with U+FFFD
+    replacements, and the valid stretch after it again in one call."""
     try:
-        return b"\n".join(raw).decode("utf-8").split("\n"), 0
-    except UnicodeDecodeError:
-        pass
+        return block.decode("utf-8").split("\n"), []
+    except UnicodeDecodeError as exc:
+        err = exc
     out: list[str] = []
-    bad = 0
-    for b in raw:
+    bad: list[int] = []
+    pos = 0
+    n = len(block)
+    while True:
+        k = block.rfind(b"\n", pos, pos + err.start)
+        ls = k + 1 if k >= 0 else pos
+        le = block.find(b"\n", pos + err.start)
+        le = n if le < 0 else le
+        if ls > pos:
+            out.extend(block[pos:ls - 1].decode("utf-8").split("\n"))
+        bad.append(len(out))
+        out.append(block[ls:le].decode("utf-8", errors="replace"))
+        if le >= n:
+            return out, bad
+        pos = le + 1
         try:
-            out.append(b.decode("utf-8"))
-        except UnicodeDecodeError:
-            out.append(b.decode("utf-8", errors="replace"))
-            bad += 1
-    return out, bad
+            out.extend(block[pos:].decode("utf-8").split("\n"))
+            return out, bad
+        except UnicodeDecodeError as exc:
+            err = exc
 
 
 class LogReader:
@@ -218,6 +254,8 @@ class LogReader:
         source: Source,
         batch_lines: int = 500,
         lookahead: bool = True,
+        chunk_bytes: int = CHUNK_BYTES,
+        redactor: Redactor | None = None,
     ) -> None:
         if not 1 <= batch_lines <= MAX_LINES_PER_BATCH:
             raise ValueError(f"batch_lines must be in 1..{MAX_LINES_PER_BATCH}")
@@ -226,6 +264,8 @@ class LogReader:
         self.source = source
         self.batch_lines = batch_lines
         self.lookahead = lookahead
+        self.chunk_bytes = chunk_bytes
+        self.redactor = redactor or default_redactor()
         self.last_time: datetime | None = None
         self.lines_read = 0
         self.bytes_read = 0
@@ -257,19 +297,22 @@ class LogReader:
 
     def _build(self, raw: list[bytes], offsets: list[int], first_no: int, ref: datetime,
                fallback: Callable[[], datetime]) -> Iterator[LogBatch]:
-        lines, bad = _decode(raw)
+        block = b"\n".join(raw)
+        lines, bad = _decode(block)
+        # Markers are searched in the raw bytes; lines with invalid UTF-8 always take the exact path.
+        self.redactor.redact_block(block, lines, bad)
         trunc = 0
-        redact_lines(lines)
-        for i, s in enumerate(lines):
-            if len(s) > MAX_LINE_CHARS or len(raw[i]) >= MAX_LINE_BYTES:
-                lines[i] = s[:MAX_LINE_CHARS]
-                trunc += 1
-        self.invalid_utf8_lines += bad
+        if len(block) >= MAX_LINE_CHARS:  # else no line can be over either limit
+            for i, s in enumerate(lines):
+                if len(s) > MAX_LINE_CHARS or len(raw[i]) >= MAX_LINE_BYTES:
+                    lines[i] = s[:MAX_LINE_CHARS]
+                    trunc += 1
+        self.invalid_utf8_lines += len(bad)
         self.truncated_lines += trunc
         self.lines_read += len(lines)
-        self.bytes_read += sum(len(b) + 1 for b in raw)
+        self.bytes_read += len(block) + 1
         fields = dict(lines=lines, offsets=offsets, first_line_no=first_no, truncated_lines=trunc,
-                      invalid_utf8_lines=bad)
+                      invalid_utf8_lines=len(bad))
         t = self._batch_time(lines, ref)
         if t is not None:
             self.timestamped = True
@@ -308,17 +351,27 @@ class LogReader:
         for lines before which no timestamp was ever seen.
         """
         fb = fallback_time if callable(fallback_time) else (lambda: fallback_time)  # type: ignore[assignment,return-value]
+        size = self.batch_lines
         raw: list[bytes] = []
         offsets: list[int] = []
         first_no = self.tail.line_no
-        for no, off, b in self.tail.lines(final):
-            if not raw:
-                first_no = no
-            raw.append(b)
-            offsets.append(off)
-            if len(raw) >= self.batch_lines:
-                yield from self._build(raw, offsets, first_no, ref_time, fb)
-                raw, offsets = [], []
+        for no, off, parts in self.tail.blocks(final, self.chunk_bytes):
+            # byte offset of each line: off + sum of (len + 1) of the lines before it (in C)
+            offs = list(map(add, accumulate(map(len, parts), initial=off), range(len(parts))))
+            if raw:
+                raw += parts
+                offsets += offs
+            else:
+                raw, offsets, first_no = parts, offs, no
+            n = len(raw)
+            if n < size:
+                continue
+            i = 0
+            while n - i >= size:
+                yield from self._build(raw[i:i + size], offsets[i:i + size], first_no + i, ref_time, fb)
+                i += size
+            raw, offsets = raw[i:], offsets[i:]
+            first_no += i
         if raw:
             yield from self._build(raw, offsets, first_no, ref_time, fb)
         if final or not self.lookahead:
