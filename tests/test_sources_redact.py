@@ -92,3 +92,89 @@ def test_scenario_secrets_never_reach_events() -> None:
                 text = "\n".join(ev.lines)
                 for s in secrets:
                     assert s not in text, (cap_dir, s)
+
+
+# -- block marker scan (Redactor): no looser than the substitutions, same lines on every engine --
+
+from rlhealth.sources.redact import Redactor, _redact_one  # noqa: E402
+
+FREE_TEXT = [
+    ("pushed with gho_abcdefghijklmnopqrstuvwxyz0123 ok", "pushed with gho_" + MASK + " ok"),
+    ("ghu_abcdefghijklmnopqrstuvwxyz0123", "ghu_" + MASK),
+    ("server said ghs_abcdefghijklmnop1234 was revoked", "server said ghs_" + MASK + " was revoked"),
+    ("refresh ghr_abcdefghijklmnop1234", "refresh ghr_" + MASK),
+    ("temporary creds ASIAIOSFODNN7EXAMPLE expired", "temporary creds ASIAIOSF" + MASK + " expired"),
+    ("slack hook xoxb-123456789012-abcdefABCDEF failed", "slack hook xoxb-" + MASK + " failed"),
+    ("posting with xoxp-123456789012-abcdefABCDEF", "posting with xoxp-" + MASK),
+    ("sk-ant-api03-abcdefghijklmnopqrstuvwxyz", "sk-ant-api03-" + MASK),
+    ("api_key\u00a0= abcdef123456", "api_key\u00a0= " + MASK),  # NBSP is \s for the substitution
+    ("API_\u212aEY=abcdef123456", "API_\u212aEY=" + MASK),  # Kelvin sign folds to k under (?i)
+    ("--passw\u0131rd x", "--passw\u0131rd x"),  # not a credential flag: stays (but is checked)
+]
+
+
+@pytest.mark.parametrize("line,expected", FREE_TEXT)
+def test_free_text_token_shapes(line: str, expected: str) -> None:
+    assert redact(line) == expected
+    batch = ["plain", line, "plain"]
+    redact_lines(batch)
+    assert batch == ["plain", expected, "plain"]
+
+
+_FRAGMENTS = [
+    "token", "TOKEN", "Token", "api_key", "apiKey", "api-key", "secret", "password", "passwd", "pwd", "credentials",
+    "access_key_id", "private-key", "authorization", "Authorisation", "bearer", "Bearer", "--api-key", "--token",
+    "--password", "=", ":", ": ", " = ", '"', "'", " ", "\t", "\u00a0", "\u2003", "\u3000", "\x1c", "\r",
+    "sk-", "sk-proj-", "sk-ant-api03-", "hf_", "ghp_", "gho_", "ghs_", "github_pat_", "xoxb-", "xoxa-", "dtn_",
+    "wandb_v1_", "AKIA", "ASIA", "https://", "postgres://", "user", "@", "/", "abcdefghijkl", "ABCDEFGH12345678",
+    "0123456789ab", "x", "é", "\u212a", "\u017f", "\u0130", "\u0131", "٠٣", "[REDACTED]", "tokens/s", "max_tokens=",
+]
+
+
+def _fuzz_lines(n: int, seed: int = 3) -> list[str]:
+    import random
+
+    rnd = random.Random(seed)
+    return ["".join(rnd.choice(_FRAGMENTS) for _ in range(rnd.randint(1, 9))) for _ in range(n)]
+
+
+def test_markers_never_miss_a_substitution() -> None:
+    lines = _fuzz_lines(20_000) + [c[0] for c in CASES + FREE_TEXT] + UNTOUCHED
+    changed = [i for i, s in enumerate(lines) if _redact_one(s) != s]
+    assert len(changed) > 3000  # the fuzz does exercise the substitutions
+    for engine in ("hyperscan", "re2", "re"):
+        r = Redactor(engine)
+        work = list(lines)
+        for i in range(0, len(work), 500):
+            batch = work[i:i + 500]
+            r.redact_lines(batch)
+            work[i:i + 500] = batch
+        assert work == [_redact_one(s) for s in lines], engine
+
+
+def test_engines_give_the_same_lines() -> None:
+    lines = _fuzz_lines(5_000, seed=11) + [c[0] for c in CASES + FREE_TEXT] + UNTOUCHED
+    block = "\n".join(lines).encode("utf-8")
+    got = {e: Redactor(e).hit_lines(block) for e in ("hyperscan", "re2", "re")}
+    assert got["hyperscan"] == got["re2"] == got["re"]
+    assert 0 < len(got["hyperscan"]) < len(lines)
+
+
+def test_plain_lines_have_no_marker() -> None:
+    r = Redactor()
+    plain = UNTOUCHED + ["2026-10-14 13:36:32,650\tINFO worker.py:1694 -- Connecting to Ray",
+                         "Processed prompts:  45%|████▌     | 230/512 [00:10<00:12, 22.1it/s]"]
+    assert r.hit_lines("\n".join(plain).encode()) == []
+
+
+def test_redact_block_extra_lines_take_the_exact_path() -> None:
+    r = Redactor()
+    lines = ["a", "token=\ufffdabcdef", "b"]  # decoded text differs from the raw bytes given
+    assert r.redact_block(b"a\nxx\nb", lines, [1]) == 1
+    assert lines[1] == "token=" + MASK
+
+
+def test_lines_holding_newlines_fall_back_to_per_line() -> None:
+    lines = ["x\nHF_TOKEN=hf_82013224c91143fd83fa4ae7a45ed81761", "plain"]
+    assert redact_lines(lines) == 1
+    assert lines[0] == "x\nHF_TOKEN=" + MASK

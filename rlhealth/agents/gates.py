@@ -143,6 +143,9 @@ def build_context(state: JobHealth, now_dt: datetime, table: ThroughputTable) ->
             window = [s for s in eng.samples if s[0] >= latest_engine_ts - 1800.0]
             if window:
                 engines_recent[eid] = window
+        # A single stray line (a rotated log cut mid-line loses its prefix) is not an engine.
+        if any(sum(s[6] for s in w) >= 3 for w in engines_recent.values()):
+            engines_recent = {k: w for k, w in engines_recent.items() if sum(s[6] for s in w) >= 2}
     engines_generating = bool(latest_engine_ts is not None and now - latest_engine_ts < 600.0 and any(
         s[1] > 0 for w in engines_recent.values() for s in w[-3:]))
     model = spec.get("model") or {}
@@ -521,9 +524,12 @@ def gate_b(ctx: Context, a: GateResult) -> GateResult:
         if silent_for > 900 or all(p[2] == 0 and p[3] == 0 and p[1] == 0 for p in per):
             # vLLM demotes idle intervals to DEBUG, so an idle engine goes quiet: no requests reach it.
             g.status = "UNKNOWN"
-            g.summary = (f"engines idle: no requests in flight (Running 0, Waiting 0)"
-                         + (f", no vLLM stats for {_fmt_age(silent_for)}" if silent_for > 900 else "")
-                         + f"; rollouts are not reaching the engines (see Gate C). {shape}")
+            if silent_for > 900:
+                g.summary = (f"no vLLM stats for {_fmt_age(silent_for)}: engines idle or hung (vLLM logs idle "
+                             f"intervals at DEBUG, and a hung engine goes quiet too); when last seen: {shape}")
+            else:
+                g.summary = (f"engines idle: no requests in flight (Running 0, Waiting 0); rollouts are not reaching "
+                             f"the engines (see Gate C). {shape}")
             g.watch.append("vLLM stats lines with Running > 0 again once rollouts dispatch")
             _engine_evidence(state, g, [p[0] for p in per][:2])
             return g
@@ -793,10 +799,16 @@ def restart_burn(ctx: Context) -> RestartResult:
         r.burned = 0
     failures: list[tuple[str, str, int | None, Ev]] = []  # (class, fingerprint, attempt, evidence)
     for a in burned_prior:
-        if (a[1] or "").lower() == "timeout":
-            continue
+        if (a[1] or "").lower() in ("timeout", "cancelled", "canceled", "killed", "preempted"):
+            continue  # not a crash: a chain restart, a person's cancel, or the cluster's doing
         text = a[4] or ""
         klass = failure_class_of(text)
+        if klass in ("other", "unknown"):
+            # The scheduler only said "FAILED (exit 1)": the attempt's own traceback names the failure.
+            tb = next((t for t in reversed(state.tracebacks) if t.attempt == a[0] and (t.fatal or t.role != "rollout")), None)
+            if tb is not None:
+                text = f"{tb.exc_type}: {tb.message}"
+                klass = failure_class_of(text)
         exc, _, msg = text.partition(": ")
         failures.append((klass, fingerprint(exc, msg), a[0],
                          Ev(a[3], "state poll", f"attempt {a[0]} {a[1]} (exit {a[2]}): {text}")))

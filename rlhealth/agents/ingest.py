@@ -12,7 +12,7 @@ import re
 from datetime import datetime
 
 from rlhealth.agents import roles
-from rlhealth.agents.coherence import incoherence_reason
+from rlhealth.agents.coherence import incoherence_reason, trial_incoherence
 from rlhealth.agents.findings import Finding
 from rlhealth.agents.normalize import line_timestamp, peel_prefixes, strip_ansi
 from rlhealth.agents.signatures import Classifier, LineMatch
@@ -218,7 +218,8 @@ def _apply_match(state: JobHealth, m: LineMatch, rest: str, prefixes, role: str,
         _touch_role(state, role, ts)
     if sig == "vllm_stats":
         _touch_role(state, roles.ENGINE, ts)
-        eid = roles.engine_identity(prefixes, str(f.get("engine") or "") or None)
+        # Separate pods can print identical prefixes ("(APIServer pid=1)"), so the stream is part of the identity.
+        eid = roles.engine_identity(prefixes, str(f.get("engine") or "") or None, batch.source.host or key)
         eng = state.engines.get(eid)
         if eng is None:
             if len(state.engines) >= MAX_ENGINES:
@@ -325,6 +326,11 @@ def _engine_sample(eng: EngineState, ts: float, gen: float, prompt: float, runni
 def _trainer_progress(state: JobHealth, sig: str, f: dict, ts: float | None, ev: Ev) -> None:
     tr = state.trainer
     _touch_role(state, roles.TRAINER, ts)
+    if sig == "trainer_step":
+        step = _as_int(f.get("step"))
+        if step is not None and tr.last_step is not None and step <= tr.last_step:
+            # A restarted process re-printing the same step is not progress.
+            return
     if ts is not None and (tr.last_progress_ts is None or ts >= tr.last_progress_ts):
         tr.last_progress_ts = ts
         tr.last_progress_text = ev.text
@@ -565,14 +571,15 @@ def step_trial(state: JobHealth, ev_in: TrialEvent, now: datetime) -> None:
             if et not in stats.exc_examples:
                 msg = f"trial {name}: {et}: {ev_in.exception_message or ''}"
                 stats.exc_examples[et] = Ev(ts, f"trial/{name}", _clip(msg, 400))
-    for sample in ev_in.output_samples[:2]:
-        reason = incoherence_reason(sample)
+    if ev_in.output_samples:
+        reason = trial_incoherence(list(ev_in.output_samples))
         if reason is None:
             stats.coherent_samples += 1
         else:
             stats.incoherent_samples += 1
             stats.incoherent_reasons[reason] = stats.incoherent_reasons.get(reason, 0) + 1
             if len(stats.incoherent_examples) < MAX_SAMPLES:
+                sample = next((x for x in ev_in.output_samples if incoherence_reason(x)), ev_in.output_samples[0])
                 stats.incoherent_examples.append(Ev(ts, f"trial/{name}", _clip(f"[{reason}] {sample}", 300)))
 
 

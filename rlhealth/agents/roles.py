@@ -79,9 +79,11 @@ def generation_of_pod(pod: str | None) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def engine_identity(prefixes: tuple[Prefix, ...], label: str | None) -> str:
+def engine_identity(prefixes: tuple[Prefix, ...], label: str | None, stream: str | None = None) -> str:
     """Every Ray-launched engine prints "Engine 000", so the process prefix is part of the identity."""
     parts = []
+    if stream and not any(p.name.startswith("pod/") for p in prefixes):
+        parts.append(stream)
     for p in prefixes:
         if p.name.startswith("pod/"):
             parts.append(p.name.split("/")[1] if "/" in p.name else p.name)

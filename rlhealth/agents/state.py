@@ -132,8 +132,8 @@ class TrialStats(msgspec.Struct):
     completed_names: list[str] = msgspec.field(default_factory=list)  # recent, for de-duplication
     running_names: list[str] = msgspec.field(default_factory=list)
     vanished_names: list[str] = msgspec.field(default_factory=list)  # may reappear on a retry
-    coherent_samples: int = 0
-    incoherent_samples: int = 0
+    coherent_samples: int = 0  # trials whose sampled outputs look coherent
+    incoherent_samples: int = 0  # trials whose sampled outputs are mostly incoherent
     incoherent_examples: list[Ev] = msgspec.field(default_factory=list)
     incoherent_reasons: dict[str, int] = msgspec.field(default_factory=dict)
 

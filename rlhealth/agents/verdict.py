@@ -26,8 +26,13 @@ FIXES: dict[str, list[str]] = {
         "(dataloader workers, Ray object store, CPU offload size) before relaunching.",
     ],
     "nccl_hang": [
-        "Before killing, capture the NCCL flight-recorder dump (TORCH_NCCL_DUMP_ON_TIMEOUT) and the rank-0 Ray logs "
-        "(raylet.out, worker-*.err): they name the hung collective (SeqNum/OpType).",
+        "Before killing, capture the NCCL flight-recorder dump (TORCH_NCCL_DUMP_ON_TIMEOUT) and the rank-0 logs "
+        "(Ray raylet.out / worker-*.err where Ray is used): they name the hung collective (SeqNum/OpType) and rank.",
+        "Root cause is a hang in a trainer collective, not an OOM: check the process-group geometry and NCCL "
+        "settings (network, NCCL_* env, a straggler or failed rank); relaunch on a validated geometry or hold for "
+        "the supervisor.",
+    ],
+    "nccl_hang_ep": [
         "Root cause is a hang in a policy-mesh collective (FSDP x EP), not an OOM: check the expert-parallel (EP) "
         "geometry and NCCL settings on the new mesh; relaunch on a validated geometry or hold for the supervisor.",
     ],
@@ -144,7 +149,8 @@ def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: Restart
     if a.job_status == "TERMINAL":
         verdict, confidence = "NO-KILL", "high"
         det = "deterministic" if r.same_failure else ("transient" if a.transient else "not shown to be transient")
-        reasoning = (f"The scheduler reports the job {ctx.state.sched.state} with {ctx.state.sched.pods} pods, so "
+        pods = f" with {ctx.state.sched.pods} pods" if ctx.state.sched.pods is not None else ""
+        reasoning = (f"The scheduler reports the job {ctx.state.sched.state}{pods}, so "
                      f"there is nothing left to kill. Root cause: {a.cause_detail[:300] or 'no traceback captured'} "
                      f"({det}).")
         if r.burned:
@@ -189,6 +195,8 @@ def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: Restart
                               f"deterministically doomed.")
             if new_bits:
                 reasoning += f" New/untested in this run: {new_bits}."
+            if "nccl_hang" in causes and _expert_parallel(ctx):
+                causes.insert(causes.index("nccl_hang") + 1, "nccl_hang_ep")
             seen = set()
             for cause in causes or [None]:
                 for step in _fix_for(cause, primary.cause_detail if primary else ""):
@@ -221,6 +229,14 @@ def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: Restart
         seq=seq,
         headline=_headline(ctx),
     )
+
+
+def _expert_parallel(ctx: Context) -> bool:
+    spec = ctx.spec or {}
+    geo = spec.get("geometry") or {}
+    notes = " ".join(spec.get("new_or_untested") or []).lower()
+    return bool((geo.get("engine_ep") or 1) > 1 or (spec.get("model") or {}).get("moe")
+                or " ep" in f" {notes}" or "expert" in notes)
 
 
 def _terminal_cause(detail: str, r: RestartResult) -> str | None:

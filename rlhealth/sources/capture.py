@@ -51,7 +51,7 @@ from rlhealth.schemas.events import (
     RolloutSpec,
 )
 from rlhealth.sources import harbor, kubectl, slurm
-from rlhealth.sources.logfiles import LogReader, slurm_leg_order, source_for
+from rlhealth.sources.logfiles import CHUNK_BYTES, LogReader, slurm_leg_order, source_for
 from rlhealth.sources.nvidia_smi import GpuCsvParser, attach_apps, parse_compute_apps_csv
 from rlhealth.sources.resolved_config import load_config_files, spec_facts
 
@@ -215,7 +215,18 @@ class CaptureStats:
     log_bytes: int = 0
 
 
+LOG_READ_BUDGET = 192 << 20  # bytes of raw chunks held by all suspended log readers together
+MIN_CHUNK_BYTES = 64 << 10
+
+
+def chunk_bytes_for(n_files: int) -> int:
+    """Read size per log file when `n_files` are merged at once (1 MiB down to 64 KiB)."""
+    return max(MIN_CHUNK_BYTES, min(CHUNK_BYTES, LOG_READ_BUDGET // max(1, n_files)))
+
+
 class Capture:
+    _chunk_bytes = CHUNK_BYTES
+
     def __init__(self, path: Path, info: CaptureInfo, *, batch_lines: int = 500) -> None:
         self.path = Path(path)
         self.info = info
@@ -456,7 +467,8 @@ class Capture:
         if size == 0:
             self._problem(rel, "empty", gate, "empty log file")
             return
-        reader = LogReader(f, job_id=self.info.job_id, source=source, batch_lines=self.batch_lines)
+        reader = LogReader(f, job_id=self.info.job_id, source=source, batch_lines=self.batch_lines,
+                           chunk_bytes=self._chunk_bytes)
         try:
             yield from reader.read(final=True, ref_time=self.info.captured_at, fallback_time=fallback)
         except OSError as exc:
@@ -514,6 +526,9 @@ class Capture:
 
         log_files = self.log_files()
         rels = [self._rel(f) for f in log_files]
+        # Every log file's reader stays suspended in the merge holding its current chunk (split
+        # into lines): share a fixed budget between them so RSS stays bounded.
+        self._chunk_bytes = chunk_bytes_for(len(log_files))
         legs_by_id = slurm.leg_index(chain) if chain else slurm_leg_order(rels)
         iters: list[Iterable[EventBase]] = [lst for lst in eager if lst]
         for f, rel in zip(log_files, rels):

@@ -302,7 +302,7 @@ class LogReader:
         # Markers are searched in the raw bytes; lines with invalid UTF-8 always take the exact path.
         self.redactor.redact_block(block, lines, bad)
         trunc = 0
-        if len(block) >= MAX_LINE_CHARS:  # else no line can be over either limit
+        if len(block) > MAX_LINE_CHARS and max(map(len, raw)) > MAX_LINE_CHARS:  # else none is over a limit
             for i, s in enumerate(lines):
                 if len(s) > MAX_LINE_CHARS or len(raw[i]) >= MAX_LINE_BYTES:
                     lines[i] = s[:MAX_LINE_CHARS]

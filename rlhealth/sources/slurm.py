@@ -252,6 +252,11 @@ def sacct_state_polls(
                 polls.append(_poll(t, leg.job_state if leg.job_state != "unknown" else "failed", i, i + 1))
         elif leg.start is None:
             polls.append(_poll(captured_at, leg.job_state, i, i))
+    # sacct.txt itself is the scheduler's view at capture time: a running leg is running *now*,
+    # not only when it started (otherwise a healthy job's state poll reads hours stale).
+    if polls and chain and captured_at > polls[-1].event_time:
+        last = polls[-1]
+        polls.append(last.model_copy(update={"event_time": captured_at}))
     polls.sort(key=lambda p: p.event_time)
     return polls
 

@@ -128,7 +128,7 @@ def engine_stats_v1(log: Log, pfx: str, start, end, rng, *, every=10.0, gen=(200
         else:
             line = vllm_v1(t, "INFO", file_line, v1_stats(p, g, r, w, k, pr))
         if k8s_ts:
-            line = (t + S(0.000331)).strftime("%Y-%m-%dT%H:%M:%S.%f") + "095044Z " + line
+            line = (t + S(0.000331)).strftime("%Y-%m-%dT%H:%M:%S.%f") + "044Z " + line
         log.add(t, pfx + line)
         t += S(every + rng.uniform(-0.05, 0.05))
 
@@ -323,7 +323,7 @@ trainer:
             if ph < 70:
                 return (88 + rng.random() * 11, 41000 + rng.random() * 900, 310 + rng.random() * 80)
             return (93 + rng.random() * 7, 52000 + rng.random() * 4000, 340 + rng.random() * 60)
-        polls = gpu_series(now - M(40), now - S(20), 60, rng, 4, f)
+        polls = gpu_series(now - M(40), now - S(20), 90, rng, 4, f)
         cap.write_text(f"gpu/{h}.csv", gpu_csv(polls, uu[h], 65536, na_cells={(7, 2, "power")} if hi == 1 else set()))
 
     cap.expected({
@@ -347,7 +347,7 @@ def build_openrlhf_vllm085_eager_floor(root: Path):
     rng = cap.rng
     now = dt("2025-10-21T15:48:10")
     job_id = "raysubmit_Vn3kQ8sT2bLxRw4e"
-    start = now - M(118)
+    start = now - M(64)
     cap.capture_json(job_id, "lambda-1cc", "other", now)
     cap.state_jsonl(state_rows(start + S(20), now - S(15), 120, rng, pods=1, max_retries=0))
     cap.write_json("job.json", {
@@ -421,9 +421,9 @@ use_wandb: true
     d.add(t, PT + vllm_v0(t, "INFO", "ppo_trainer.py:218", "wandb: Syncing run llama31-8b-grpo-math-1cc"))
     gen_start = t + S(30)
     # two steps finished (~44 min each, almost all generation), third one generating
-    step_ends = [gen_start + M(44.2), gen_start + M(88.9)]
+    step_ends = [gen_start + M(27.4)]
     for i, te in enumerate(step_ends):
-        gen = 2391.7 + rng.random() * 200
+        gen = 1571.7 + rng.random() * 40
         d.add(te, PT + vllm_v0(te, "INFO", "ppo_trainer.py:547",
               f"\u2728 Global step {i + 1}: {{'policy_loss': {rng.uniform(-0.004, 0.002):.4f}, 'actor_lr': 5e-07, 'kl': 0.0{rng.randint(1, 9)}, "
               f"'reward': {0.31 + 0.02 * i:.4f}, 'response_length': {1710 + rng.random() * 80:.1f}, 'timing/make_experience': {gen + 61:.1f}, "
@@ -451,7 +451,7 @@ use_wandb: true
         "next_steps_must_match": ["(?i)enforce_eager"],
         "why": ("Gate B floored throughput (seed §3): both vLLM 0.8.5.post1 engines (Ray LLMRayActor, 'Engine 000:' V1 stats "
                 "every 10 s) report 31-58 tok/s generation with 44-64 Running and Waiting 0-1 for the whole run on a dense "
-                "Llama-3.1-8B (LUT: healthy 2,000-6,000 tok/s, 'awful' < ~500); steps take ~45 min, almost all generation. "
+                "Llama-3.1-8B (LUT: healthy 2,000-6,000 tok/s, 'awful' < ~500); the one finished step took ~28 min, almost all of it generation. "
                 "The engine init line and the resolved args carry enforce_eager=True (compilation level 0, no cudagraph sizes) - "
                 "'if you measure floor-or-below throughput, FIRST check enforce_eager'. Lean KILL; fix: enforce_eager false "
                 "(CUDA graphs on) and relaunch."),
@@ -485,7 +485,7 @@ def build_vllm033_remote_engines_healthy(root: Path):
     # engine pods: `kubectl logs --timestamps --since=50m` (startup not in window)
     for i, ep in enumerate(eng_pods):
         e = Log()
-        es = now - M(50)
+        es = now - M(30)
         engine_stats_v1(e, "", es, now - S(2), rng, every=10, gen=(2600, 4700), run=(38, 62), wait=(0, 2),
                         kv=(22, 48), fmt="033", proc="APIServer", pid=1, file_line="loggers.py:335", deferred=True, k8s_ts=True)
         # weight reloads at each step boundary + uvicorn access lines
@@ -493,13 +493,13 @@ def build_vllm033_remote_engines_healthy(root: Path):
             tr = now - M(47) + M(12 * k) + S(i * 2)
             for ln in [vllm_033(tr, "EngineCore", 87, "INFO", "inplace.py:91", "Reloading weights inplace..."),
                        vllm_033(tr + S(3), "EngineCore", 87, "INFO", "inplace.py:113", f"Reloading and processing weights took {2.6 + rng.random():.2f} seconds")]:
-                e.add(tr, tr.strftime("%Y-%m-%dT%H:%M:%S.%f") + "331044Z " + ln)
+                e.add(tr, tr.strftime("%Y-%m-%dT%H:%M:%S.%f") + "044Z " + ln)
         tw = now - M(35) + S(7)
-        e.add(tw, tw.strftime("%Y-%m-%dT%H:%M:%S.%f") + "102231Z " + vllm_033(tw, "EngineCore", 87, "INFO", "shm_broadcast.py:542",
+        e.add(tw, tw.strftime("%Y-%m-%dT%H:%M:%S.%f") + "231Z " + vllm_033(tw, "EngineCore", 87, "INFO", "shm_broadcast.py:542",
               "No available shared memory broadcast block found in 60 seconds. This typically happens when some processes are hanging or doing some time-consuming work (e.g. compilation, weight/kv cache quantization)."))
         for k in range(25):
             ta = now - M(50) + S(rng.random() * 3000)
-            e.add(ta, ta.strftime("%Y-%m-%dT%H:%M:%S.%f") + "000411Z " +
+            e.add(ta, ta.strftime("%Y-%m-%dT%H:%M:%S.%f") + "411Z " +
                   f"(APIServer pid=1) INFO:     10.40.{i}.{rng.randint(10, 60)}:{rng.randint(30000, 60000)} - \"POST /v1/chat/completions HTTP/1.1\" 200 OK")
         cap.write_text(f"logs/{ep}.log", e.render())
     # trainer pod (SkyRL, loguru colours, Ray prefixes)
@@ -533,14 +533,14 @@ def build_vllm033_remote_engines_healthy(root: Path):
             busy = ph > 0.45
             return ((90 + rng.random() * 10, 98000 + rng.random() * 9000, 560 + rng.random() * 120) if busy else
                     (rng.random() * 4, 61000 + rng.random() * 500, 118 + rng.random() * 20))
-        cap.write_text(f"gpu/{job}-{node}.csv", gpu_csv(gpu_series(now - M(25), now - S(25), 60, rng, 8, f), uu, 143771,
+        cap.write_text(f"gpu/{job}-{node}.csv", gpu_csv(gpu_series(now - M(25), now - S(25), 120, rng, 8, f), uu, 143771,
                                                         na_cells={(3, 6, "power")} if role == "engine" else set()))
     # trials
     host = "a91c3be0d2f4"
-    for k in range(22):
+    for k in range(12):
         task = EASY[k % 4]
-        st = now - M(44) + S(110 * k)
-        done = k < 16
+        st = now - M(44) + S(200 * k)
+        done = k < 9
         good = rng.random() < 0.45
         turns = coherent_turns(rng, host, task, complete=good)
         spec = TrialSpec(f"{task[0]}-{1000 + (k // 2) * 7}", task[1], turns if done else turns[:2], started=st,
@@ -693,7 +693,7 @@ trainer:
         if since < 420:
             return (0, 2 + rng.random() * 30, 72 + rng.random() * 5)
         return (70 + rng.random() * 29, 58000 + rng.random() * 8000, 380 + rng.random() * 250)
-    cap.write_text(f"gpu/{pod}.csv", gpu_csv(gpu_series(now - M(60), now - S(40), 60, rng, 8, f), uu, 81559,
+    cap.write_text(f"gpu/{pod}.csv", gpu_csv(gpu_series(now - M(60), now - S(40), 90, rng, 8, f), uu, 81559,
                                             na_cells={(20, 3, "util")}))
     cap.expected({
         "verdict_in": ["KILL"], "job_status_in": ["ALIVE", "WEDGED", "UNKNOWN"], "failing_gates": ["B"],
@@ -747,7 +747,7 @@ def build_incoherent_moe_new_geometry(root: Path):
                "enable_prefix_caching=True, chunked_prefill_enabled=True, use_async_output_proc=True, compilation_config={\"level\":3}"))
         l1.add(tt + S(60), ray_pfx("AsyncVLLMInferenceEngine", pid, ip) + vllm_proc_pfx("EngineCore_0", pid + 300) +
                vllm_v1(tt + S(60), "INFO", "gpu_model_runner.py:2708", "Graph capturing finished in 11 secs, took 0.81 GiB"))
-        engine_stats_v1(l1, ray_pfx("AsyncVLLMInferenceEngine", pid, ip), now - M(80), now - S(2), rng, every=10,
+        engine_stats_v1(l1, ray_pfx("AsyncVLLMInferenceEngine", pid, ip), now - M(12), now - S(2), rng, every=10,
                         gen=(2100, 3900), run=(22, 40), wait=(0, 1), kv=(8, 30), prefix=(30, 55), file_line="loggers.py:123")
     t = now - M(86)
     l0.add(t, P + loguru(t, "INFO", "skyrl_train.trainer:init_weight_sync_state:918", "Initialized weight sync state for policy model and inference engines."))
@@ -777,11 +777,11 @@ def build_incoherent_moe_new_geometry(root: Path):
                 return ((85 + rng.random() * 14, 67000 + rng.random() * 5000, 560 + rng.random() * 120) if rng.random() < 0.5
                         else (rng.random() * 5, 52000 + rng.random() * 400, 120 + rng.random() * 15))
             return (55 + rng.random() * 40, 71500 + rng.random() * 400, 300 + rng.random() * 250)
-        cap.write_text(f"gpu/{p}.csv", gpu_csv(gpu_series(now - M(20), now - S(20), 60, rng, 8, f), uu, 81559))
+        cap.write_text(f"gpu/{p}.csv", gpu_csv(gpu_series(now - M(20), now - S(20), 120, rng, 8, f), uu, 81559))
     host = "5d1e77c0b9aa"
-    for k in range(24):
+    for k in range(12):
         task = EASY[k % 4]
-        st = now - M(75) + S(150 * k)
+        st = now - M(75) + S(300 * k)
         kind = k % 8
         if kind in (0, 4):
             spec = TrialSpec(f"{task[0]}-{2000 + k // 8}", task[1], salad_turns(rng, rng.randint(3, 6)), started=st,
@@ -829,7 +829,7 @@ def build_early_bringup_long_episode(root: Path):
         "model": {"name": "Qwen3-8B", "params_b": 8.2, "active_params_b": 8.2, "moe": False, "dtype": "bfloat16"},
         "hardware": {"gpu": "H100-80GB-SXM", "gpus_per_node": 8, "nodes": 2},
         "geometry": {"num_inference_engines": 4, "engine_tp": 2, "colocated": False, "policy_pods": ["worker-0"], "engine_pods": ["worker-1"]},
-        "rollout": {"n_concurrent_trials": 32, "n_samples_per_prompt": 8, "expected_episode_s": 3600},
+        "rollout": {"n_concurrent_trials": 16, "n_samples_per_prompt": 8, "expected_episode_s": 3600},
         "expected_step_s": 4800,
         "new_or_untested": ["131k context arm, first launch on Nebius"],
         "max_retries": 1, "enforce_eager": False,
@@ -863,11 +863,11 @@ def build_early_bringup_long_episode(root: Path):
     RC = [ray_pfx("RolloutCoordinator", p) for p in (30901, 30902, 30903, 30904)]
     for i, rc in enumerate(RC):
         tt = start + M(5.3) + S(i)
-        out.add(tt, rc + loguru(tt, "INFO", "examples.terminal_bench.rollout_coordinator:__init__:88", "[RolloutCoordinator] scaled n_concurrent_trials 32 -> 8 (// 4)"))
+        out.add(tt, rc + loguru(tt, "INFO", "examples.terminal_bench.rollout_coordinator:__init__:88", "[RolloutCoordinator] scaled n_concurrent_trials 16 -> 4 (// 4)"))
         out.add(tt + S(0.2), rc + loguru(tt + S(0.2), "INFO", "examples.terminal_bench.terminal_bench_generator:__init__:247",
                 "TerminalBenchGenerator initialized with HarborConfigBuilder. Exposed fields: ['name', 'max_episodes', 'override_timeout_sec']. "
-                "Retry config: max_retries=3, backoff=60-600s. Concurrent trials: 8. Reward shaping: enabled=False, shaper=None. Error classification: enabled=True"))
-        out.add(tt + S(1), rc + loguru(tt + S(1), "INFO", "examples.terminal_bench.terminal_bench_generator:generate:713", "Starting batch generation for 8 trials (mode=training)"))
+                "Retry config: max_retries=3, backoff=60-600s. Concurrent trials: 4. Reward shaping: enabled=False, shaper=None. Error classification: enabled=True"))
+        out.add(tt + S(1), rc + loguru(tt + S(1), "INFO", "examples.terminal_bench.terminal_bench_generator:generate:713", "Starting batch generation for 4 trials (mode=training)"))
     t = start + M(5.8)
     skyrl_async_step(out, P, t, 1, buf_s=0, fwd_s=0, train_s=0, sync_s=0, reward=0, pass_at=0, total_steps=60,
                      stop_after="wait_for_generation_buffer")
@@ -888,9 +888,9 @@ def build_early_bringup_long_episode(root: Path):
         cap.write_text(f"gpu/{h}.csv", gpu_csv(gpu_series(start + M(1), now - S(15), 30, rng, 8, f), uu, 81559,
                                                na_cells={(5, 7, "power")} if h == "worker-1" else set()))
     host = "c0ffee12ab34"
-    for k in range(32):
+    for k in range(16):
         task = HARD[k % 3]
-        st = t_up + S(10 + 8 * (k // 8) + rng.random() * 5)
+        st = t_up + S(10 + 8 * (k // 4) + rng.random() * 5)
         elapsed = (now - st).total_seconds()
         n = max(1, min(int(elapsed / 150), 4))
         spec = TrialSpec(f"{task[0]}-{k // 8:02d}", task[1], hard_turns(rng, host, task, n), started=st, agent_s=elapsed * 0.9,
@@ -903,7 +903,7 @@ def build_early_bringup_long_episode(root: Path):
         "evidence_must_match": ["(?i)(trial|rollout)"],
         "why": ("Early bring-up on a long-episode arm (seed §4/§5): the SLURM leg has been RUNNING 12 min, expected_episode_s is "
                 "3600 (131k context, 3600 s agent timeout). All 4 engines initialised with CUDA graphs and print 'Avg generation "
-                "throughput' 1.5-2.8k tok/s with Waiting 0; 32 trial dirs exist with 1-4 coherent agent turns in trajectory.json but "
+                "throughput' 1.5-2.8k tok/s with Waiting 0; 16 trial dirs exist with 1-4 coherent agent turns in trajectory.json but "
                 "0 result.json - 'At +15/30 min a 131k arm legitimately has ZERO completed ... report that as rollouts executing, "
                 "0 completed yet'. The trainer is in its first wait_for_generation_buffer and the policy GPUs idle with weights "
                 "resident, as expected before the first batch. 'NO-KILL if ... 0 completed trials at +15 min on a long-episode arm'."),
@@ -927,7 +927,7 @@ def build_transient_hf_restart_recovered(root: Path):
     cap.capture_json(job, "gke-a3", "kubernetes", now)
     rows = state_rows(a0_start + S(30), a0_end - S(20), 60, rng, pods=2, attempt=0)
     rows += state_rows(a0_end + S(10), a1_start, 60, rng, pods=0, attempt=1, attempts=attempts, state="pending")
-    rows += state_rows(a1_start + S(40), now - S(30), 60, rng, pods=2, attempt=1, attempts=attempts)
+    rows += state_rows(a1_start + S(40), now - S(30), 180, rng, pods=2, attempt=1, attempts=attempts)
     cap.state_jsonl(rows)
     pods = [f"{job}-0-g1", f"{job}-1-g1"]
     cap.write_json("job.json", {
@@ -1001,9 +1001,9 @@ def build_transient_hf_restart_recovered(root: Path):
     cap.write_text("logs/pod_rank0.log", l0.render())
     for i in range(4):
         pid, ip = 55100 + i, "10.128.0.53"
-        engine_stats_v1(l1, ray_pfx("AsyncVLLMInferenceEngine", pid, ip), a1_start + M(5), now - S(2), rng, every=10,
+        engine_stats_v1(l1, ray_pfx("AsyncVLLMInferenceEngine", pid, ip), now - M(12), now - S(2), rng, every=10,
                         gen=(1900, 3800), run=(18, 34), wait=(0, 1), kv=(12, 40), prefix=(50, 70), file_line="loggers.py:127")
-    cap.write_text("logs/pod_rank1.log", l1.render(truncate_last=31))
+    cap.write_text("logs/pod_rank1.log", l1.render(truncate_last=31, head_cut=133))
     for p in pods:
         uu = gpu_uuids(rng, 8)
 
@@ -1012,14 +1012,14 @@ def build_transient_hf_restart_recovered(root: Path):
                 return (50 + rng.random() * 45, 70200 + rng.random() * 300, 280 + rng.random() * 250)
             return ((92 + rng.random() * 8, 64000 + rng.random() * 6000, 600 + rng.random() * 80) if rng.random() < 0.4
                     else (0 + rng.random() * 3, 41000 + rng.random() * 300, 115 + rng.random() * 10))
-        cap.write_text(f"gpu/{p}.csv", gpu_csv(gpu_series(now - M(30), now - S(20), 60, rng, 8, f), uu, 81559,
+        cap.write_text(f"gpu/{p}.csv", gpu_csv(gpu_series(now - M(30), now - S(20), 120, rng, 8, f), uu, 81559,
                                                na_cells={(9, 0, "power")}))
     host = "2b7c9e10aa51"
-    for k in range(20):
+    for k in range(12):
         task = EASY[(k + 3) % 4]
-        st = now - M(60) + S(150 * k)
+        st = now - M(60) + S(250 * k)
         good = rng.random() < 0.5
-        done = k < 15
+        done = k < 9
         turns = coherent_turns(rng, host, task, complete=good)
         spec = TrialSpec(f"{task[0]}-{3100 + k // 4}", task[1], turns if done else turns[:1], started=st, agent_s=240 + rng.random() * 400,
                          reward=1.0 if good else 0.0, completed=done, host=host,
@@ -1047,7 +1047,7 @@ def build_nccl_watchdog_torch22_wedged(root: Path):
     rng = cap.rng
     now = dt("2025-02-14T04:20:00")
     jid = "33519027"
-    start = now - M(190)
+    start = now - M(132)
     cap.capture_json(jid, "perlmutter", "slurm", now)
     cap.write_text("sacct.txt", "JobID|JobName|State|Start|End|ExitCode|Restarts\n"
                    f"{jid}|orlhf-llama3-8b-ppo|RUNNING|{start.strftime('%Y-%m-%dT%H:%M:%S')}|Unknown|0:0|0\n")
@@ -1055,7 +1055,7 @@ def build_nccl_watchdog_torch22_wedged(root: Path):
         "job_id": jid,
         "model": {"name": "Meta-Llama-3-8B-Instruct", "params_b": 8.0, "active_params_b": 8.0, "moe": False, "dtype": "bfloat16"},
         "hardware": {"gpu": "A100-SXM4-80GB", "gpus_per_node": 4, "nodes": 4},
-        "geometry": {"num_inference_engines": 4, "engine_tp": 1, "colocated": False},
+        "geometry": {"num_inference_engines": 2, "engine_tp": 1, "colocated": False},
         "expected_step_s": 600,
         "new_or_untested": ["first 4-node ZeRO-3 run (torch 2.2.1 / vLLM 0.4.1 stack)"],
         "max_retries": 0,
@@ -1063,7 +1063,7 @@ def build_nccl_watchdog_torch22_wedged(root: Path):
     out = Log()
     PT = ray_pfx("PPOTrainer", 1522077, color=False)
     actor_pids = [(1522301 + i, None if i < 4 else f"10.249.{i // 4}.{20 + i // 4}") for i in range(8)]
-    eng = [(1793012 + i, "10.249.3.23") for i in range(4)]
+    eng = [(1793012 + i, "10.249.3.23") for i in range(2)]
     t = start + S(30)
     out.add(t, ray_py(t, "INFO", "worker.py:1724", "Connecting to existing Ray cluster at address: 10.249.0.20:6379..."))
     for pid, ip in eng:
@@ -1083,7 +1083,7 @@ def build_nccl_watchdog_torch22_wedged(root: Path):
     for i, te in enumerate(step_times):
         gen0 = te - S(600) + S(20)
         for pid, ip in eng:
-            engine_stats_v1(out, ray_pfx("LLMRayActor", pid, ip, color=False), gen0, gen0 + S(240), rng, every=5, gen=(1200, 2300),
+            engine_stats_v1(out, ray_pfx("LLMRayActor", pid, ip, color=False), gen0, gen0 + S(150), rng, every=5, gen=(1200, 2300),
                             run=(60, 128), wait=(0, 20), kv=(20, 70), fmt="v0", file_line="metrics.py:229")
         out.add(te, PT + vllm_v0(te, "INFO", "ppo_trainer.py:206",
                 f"\u2728 Global step {i + 1}: {{'policy_loss': {rng.uniform(-0.01, 0.01):.4f}, 'critic_loss': {0.05 + rng.random() * 0.05:.4f}, "
@@ -1093,7 +1093,7 @@ def build_nccl_watchdog_torch22_wedged(root: Path):
     # the next step: generation, then the ZeRO-3 grad-overflow all_reduce hangs (rank 5 never joins)
     gen0 = step_times[-1] + S(30)
     for pid, ip in eng:
-        engine_stats_v1(out, ray_pfx("LLMRayActor", pid, ip, color=False), gen0, gen0 + S(235), rng, every=5, gen=(1200, 2300),
+        engine_stats_v1(out, ray_pfx("LLMRayActor", pid, ip, color=False), gen0, gen0 + S(150), rng, every=5, gen=(1200, 2300),
                         run=(60, 128), wait=(0, 20), kv=(20, 70), fmt="v0", file_line="metrics.py:229")
     t_hang = gen0 + S(330)
     t_to = t_hang + S(600.081)
@@ -1188,9 +1188,9 @@ def build_ambiguous_silent_trainer(root: Path):
     for i in range(4):
         pid, ip = 6100 + i, "10.0.10.5"
         engine_stats_v1(l1, ray_pfx("AsyncVLLMInferenceEngine", pid, ip, color=False) + f"(EngineCore_DP0 pid={pid + 40}) ",
-                        now - M(60), now - S(2), rng, every=10, gen=(1300, 2600), run=(16, 30), wait=(0, 1), kv=(15, 45),
+                        now - M(12), now - S(2), rng, every=10, gen=(1300, 2600), run=(16, 30), wait=(0, 1), kv=(15, 45),
                         prefix=(55, 70), file_line="loggers.py:248")
-    cap.write_text("logs/pod_rank1.log", l1.render(truncate_last=11))
+    cap.write_text("logs/pod_rank1.log", l1.render(truncate_last=11, head_cut=201))
     for p in pods:
         uu = gpu_uuids(rng, 8)
 
@@ -1198,12 +1198,12 @@ def build_ambiguous_silent_trainer(root: Path):
             if p == pods[1]:
                 return (45 + rng.random() * 50, 71000 + rng.random() * 300, 260 + rng.random() * 260)
             return (97 + rng.random() * 3, 74000 + rng.random() * 2500, 560 + rng.random() * 110)
-        cap.write_text(f"gpu/{p}.csv", gpu_csv(gpu_series(now - M(45), now - S(20), 60, rng, 8, f), uu, 81559,
+        cap.write_text(f"gpu/{p}.csv", gpu_csv(gpu_series(now - M(45), now - S(20), 150, rng, 8, f), uu, 81559,
                                                na_cells={(30, 4, "power")} if p == pods[0] else set()))
     host = "77aa01c3d9e2"
-    for k in range(24):
+    for k in range(12):
         task = EASY[k % 4]
-        st = now - M(70) + S(160 * k)
+        st = now - M(70) + S(320 * k)
         done = st + M(14) < now
         good = rng.random() < 0.4
         turns = coherent_turns(rng, host, task, complete=good)
@@ -1349,9 +1349,9 @@ def build_hard_tasks_zero_reward_coherent(root: Path):
     cap.write_text("logs/pod_rank0.log", l0.render())
     for i in range(4):
         pid, ip = 3600 + i, "10.3.0.9"
-        engine_stats_v1(l1, ray_pfx("AsyncVLLMInferenceEngine", pid, ip), now - M(60), now - S(2), rng, every=10,
+        engine_stats_v1(l1, ray_pfx("AsyncVLLMInferenceEngine", pid, ip), now - M(12), now - S(2), rng, every=10,
                         gen=(1800, 3500), run=(14, 30), wait=(0, 1), kv=(20, 55), prefix=(60, 80), file_line="loggers.py:127")
-    cap.write_text("logs/pod_rank1.log", l1.render(truncate_last=17))
+    cap.write_text("logs/pod_rank1.log", l1.render(truncate_last=17, head_cut=95))
     for p in pods:
         uu = gpu_uuids(rng, 8)
 
@@ -1360,14 +1360,14 @@ def build_hard_tasks_zero_reward_coherent(root: Path):
                 return (55 + rng.random() * 40, 70500 + rng.random() * 300, 300 + rng.random() * 220)
             return ((93 + rng.random() * 7, 66000 + rng.random() * 5000, 590 + rng.random() * 90) if rng.random() < 0.3
                     else (rng.random() * 3, 40100 + rng.random() * 200, 112 + rng.random() * 10))
-        cap.write_text(f"gpu/{p}.csv", gpu_csv(gpu_series(now - M(30), now - S(20), 60, rng, 8, f), uu, 81559,
+        cap.write_text(f"gpu/{p}.csv", gpu_csv(gpu_series(now - M(30), now - S(20), 120, rng, 8, f), uu, 81559,
                                                na_cells={(11, 2, "util")} if p == pods[0] else set()))
     host = "4e8d2a7c1b90"
-    for k in range(24):
+    for k in range(10):
         task = HARD[k % 3]
-        st = now - M(95) + S(170 * k)
+        st = now - M(95) + S(400 * k)
         timeout = k % 4 == 3
-        n = rng.randint(8, 16)
+        n = rng.randint(7, 10)
         spec = TrialSpec(f"{task[0]}-{k % 5:02d}", task[1], hard_turns(rng, host, task, n), started=st,
                          agent_s=1800 if timeout else 900 + rng.random() * 800, reward=0.0,
                          exc="AgentTimeoutError" if timeout else None,
@@ -1432,11 +1432,15 @@ def build_verifier_timeouts_everywhere(root: Path):
                     f"Trajectory TrajectoryID(instance_id='pymethods2test-{5000 + k}', repetition_id={r}) failed with Harbor exception: "
                     f"Verifier execution timed out after 180.0 seconds (type=VerifierTimeoutError, exclude_from_baseline=False)", color=False))
         generator_group_lines(out, RC[k % 4], tg, "x", ok=0, exc={"VerifierTimeoutError": 8}, color=False)
-    for i in range(4):
-        pid, ip = 203100 + i, f"10.148.8.{13 + i // 2}"
-        engine_stats_v1(out, ray_pfx("AsyncVLLMInferenceEngine", pid, ip, color=False), start + M(8), now - S(2), rng, every=10,
-                        gen=(900, 2600), run=(6, 20), wait=(0, 0), kv=(5, 25), prefix=(60, 80), file_line="loggers.py:118")
+    out.add(start + S(20), P + loguru(start + S(20), "INFO", "skyrl_train.utils.utils:initialize_ray:512",
+            f"Infrastructure logs will be written to: /lustre/fswork/projects/rech/rl/skyrl-logs/{jid}/infra-260707_091712.log", color=False))
     cap.write_text(f"logs/rl-q3-8b-pym2t-jz-{jid}.out", out.render(truncate_last=29))
+    # SkyRL infra log (engines' stdout dup2'ed there, no Ray prefix); rotated/tail-copied, so it starts mid-line
+    infra = Log()
+    for i in range(4):
+        engine_stats_v1(infra, "", now - M(14), now - S(2), rng, every=10,
+                        gen=(900, 2600), run=(6, 20), wait=(0, 0), kv=(5, 25), prefix=(60, 80), file_line="loggers.py:118")
+    cap.write_text("logs/infra-260707_091712.log", infra.render(head_cut=77))
     for n in ("jzxh041", "jzxh042"):
         uu = gpu_uuids(rng, 4)
 
@@ -1445,12 +1449,12 @@ def build_verifier_timeouts_everywhere(root: Path):
                 return (35 + rng.random() * 50, 70300 + rng.random() * 300, 220 + rng.random() * 250)
             return ((90 + rng.random() * 9, 63000 + rng.random() * 6000, 560 + rng.random() * 100) if rng.random() < 0.35
                     else (rng.random() * 3, 40200 + rng.random() * 200, 110 + rng.random() * 10))
-        cap.write_text(f"gpu/{n}.csv", gpu_csv(gpu_series(now - M(30), now - S(20), 60, rng, 4, f), uu, 81559,
+        cap.write_text(f"gpu/{n}.csv", gpu_csv(gpu_series(now - M(30), now - S(20), 120, rng, 4, f), uu, 81559,
                                                na_cells={(6, 3, "power")}))
     host = "9a0e4f2c7d13"
-    for k in range(24):
+    for k in range(12):
         task = EASY[3] if k % 3 else EASY[1]
-        st = now - M(80) + S(180 * k)
+        st = now - M(80) + S(350 * k)
         done = st + M(14) < now
         spec = TrialSpec(f"pymethods2test-{5000 + k // 8}" if k % 3 else f"log-parse-{5100 + k // 8}", task[1],
                          coherent_turns(rng, host, task, complete=True), started=st, agent_s=200 + rng.random() * 300,
