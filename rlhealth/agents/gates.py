@@ -645,7 +645,7 @@ def _engine_evidence(state: JobHealth, g: GateResult, engine_ids: list[str]) -> 
         eng = state.engines.get(eid)
         if eng and eng.samples:
             s = eng.samples[-1]
-            g.evidence.append(Ev(s[0], eid, f"{eid}: generation {s[1]:,.1f} tokens/s, prompt {s[2]:,.1f} tokens/s, "
+            g.evidence.append(Ev(s[0], eid, f"generation {s[1]:,.1f} tokens/s, prompt {s[2]:,.1f} tokens/s, "
                                             f"Running {s[3]:.0f} reqs, Waiting {s[4]:.0f} reqs, KV cache {s[5]:.1f}% "
                                             f"(1-min mean of {s[6]} stats lines)"))
 
