@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "verdicts": "rlhealth.cli.streaming:verdicts",
     "replay": "rlhealth.cli.streaming:replay",
     "topics": "rlhealth.cli.topics:topics",
+    "ship": "rlhealth.cli.ship:ship",
 }
 
 HELP = {
@@ -35,6 +36,7 @@ HELP = {
     "verdicts": "Read verdicts from the verdict topic (the supervisor's subscription).",
     "replay": "Produce a capture's events to Kafka in event-time order.",
     "topics": "Create or list rlhealth's Kafka topics.",
+    "ship": "Follow a job's live folder and send its events to Kafka (with heartbeats).",
 }
 
 
