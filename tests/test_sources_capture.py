@@ -164,7 +164,7 @@ def test_broken_sources(tmp_path: Path) -> None:
     assert logs["logs/7001.out"].source.attempt == 0 and logs["logs/7002.err"].source.attempt == 1
     assert logs["logs/ray/node-1/raylet.out"].source.host == "node-1"
     sacct = [e for e in evs if e.kind == "job_state" and e.source.stream == "sacct.txt"]
-    assert [(e.state, e.attempt) for e in sacct] == [("running", 0), ("pending", 1), ("running", 1)]
+    assert [(e.state, e.attempt) for e in sacct] == [("running", 0), ("pending", 1), ("running", 1), ("running", 1)]
     assert sacct[-1].attempts[0].terminal_state == "timeout"
 
 

@@ -90,9 +90,13 @@ def test_sacct_chain_polls() -> None:
     assert [leg.job_id for leg in slurm.chain_legs(legs)] == ["7001", "7002", "7003"]
     polls = slurm.sacct_state_polls(legs, job_id="j", captured_at=datetime(2025, 11, 29, 12, tzinfo=UTC))
     assert [(p.state, p.attempt, len(p.attempts)) for p in polls] == [
-        ("running", 0, 0), ("pending", 1, 1), ("running", 1, 1), ("pending", 2, 2), ("running", 2, 2)]
+        ("running", 0, 0), ("pending", 1, 1), ("running", 1, 1), ("pending", 2, 2), ("running", 2, 2),
+        ("running", 2, 2)]
+    # The running leg started at 09:05; sacct.txt is the scheduler's view at capture time, so the
+    # last poll repeats it at captured_at (otherwise a healthy job's state poll reads hours stale).
+    assert polls[-2].event_time == datetime(2025, 11, 29, 9, 5, tzinfo=UTC)
     last = polls[-1]
-    assert last.scheduler == "slurm" and last.event_time == datetime(2025, 11, 29, 9, 5, tzinfo=UTC)
+    assert last.scheduler == "slurm" and last.event_time == datetime(2025, 11, 29, 12, tzinfo=UTC)
     a0, a1 = last.attempts
     assert (a0.attempt, a0.terminal_state, a0.exit_code) == (0, "timeout", 0)
     assert (a1.attempt, a1.terminal_state, a1.exit_code) == (1, "failed", 1)

@@ -235,8 +235,11 @@ def gate_a(ctx: Context, restarts: RestartResult) -> GateResult:
         g.watch.append("restore the shipper; silence caused by the monitor is never a KILL")
         return g
     poll_age = _since(now, sc.last_ts)
-    poll_txt = (f"state poll '{sc.state}' {_fmt_age(poll_age)} ago, pods={sc.pods}, "
-                f"failure_count={sc.failure_count}") if sc.state else "no state poll"
+    poll_txt = "no state poll"
+    if sc.state:
+        poll_txt = f"state poll '{sc.state}' {_fmt_age(poll_age or 0)} ago" + "".join(
+            f", {name}={value}" for name, value in (("pods", sc.pods), ("failure_count", sc.failure_count))
+            if value is not None)
 
     if ctx.terminal:
         g.status, g.job_status = ("PASS" if sc.state == "succeeded" else "FAIL"), "TERMINAL"

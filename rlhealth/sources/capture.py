@@ -256,9 +256,12 @@ class Capture:
         elif not logs:
             add("logs", "empty", "A", "logs/ holds no files: liveness has no log evidence")
         if not (p / "state.jsonl").exists():
-            alt = " (state comes from sacct.txt)" if (p / "sacct.txt").exists() else (
-                " (pod snapshots only)" if self.pod_files() else "")
-            add("state.jsonl", "missing", "A", "no state.jsonl: the scheduler's view of the job is unknown" + alt)
+            if (p / "sacct.txt").exists():
+                pass  # sacct.txt is the SLURM state poll: nothing is missing
+            elif self.pod_files():
+                add("state.jsonl", "partial", "A", "no state.jsonl: scheduler state inferred from pod snapshots only")
+            else:
+                add("state.jsonl", "missing", "A", "no state.jsonl: the scheduler's view of the job is unknown")
         if not (p / "gpu").is_dir():
             add("gpu", "missing", "B", "no gpu/ directory: GPU utilisation is unknown")
         elif not self.gpu_files():
