@@ -19,7 +19,8 @@
    * grep  : `LC_ALL=C grep -E -c -f patterns.txt logs/*.log` (whole process, stdout to a pipe).
    Ends with `RESULT probe_time_over_grep=<probe median s / grep median s>`.
 `--profile FILE` additionally runs the probe once in-process under cProfile and prints the top
-functions (not timed).
+functions (not timed). `--workers N` sets RLHEALTH_PROBE_WORKERS for the probe (0: one process;
+N >= 2: that many log-reading worker processes; default: `rlhealth.embedded` decides).
 """
 
 from __future__ import annotations
@@ -310,7 +311,11 @@ def main() -> int:
     ap.add_argument("--regen", action="store_true")
     ap.add_argument("--skip-grep", action="store_true")
     ap.add_argument("--profile", metavar="FILE")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="RLHEALTH_PROBE_WORKERS for the probe (0 = one process; default: automatic)")
     args = ap.parse_args()
+    if args.workers is not None:
+        os.environ["RLHEALTH_PROBE_WORKERS"] = str(args.workers)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     cap = out / f"probe_{args.size_mb}mb"
@@ -327,7 +332,8 @@ def main() -> int:
     patterns = out / "patterns.txt"
     n_pat = export_patterns(patterns)
     print(f"capture={cap} log_files={len(logs)} log_MB={size / 1e6:.1f} lines={n_lines:,} patterns={n_pat}")
-    print(f"machine: nproc={os.cpu_count()} loadavg={' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"machine: nproc={os.cpu_count()} loadavg={' '.join(f'{x:.2f}' for x in os.getloadavg())} "
+          f"RLHEALTH_PROBE_WORKERS={os.environ.get('RLHEALTH_PROBE_WORKERS', '(auto)')}")
     if args.profile:
         profile(cap, Path(args.profile))
         return 0

@@ -14,12 +14,13 @@ stopped at the end) and one `rlhealth worker` process with the real health core:
 Prints a summary and ends with
     RESULT lines_per_s_per_worker=<x> p99_signal_to_verdict_s=<y>
 
-    python bench/stream.py [--batches 2000] [--jobs 48] [--probes 60] [--partitions 12] [--signal-ratio 0.02]
+    python bench/stream.py [--batches 8000] [--jobs 48] [--probes 100] [--partitions 12] [--signal-ratio 0.02]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import re
 import signal
@@ -27,7 +28,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 import uuid
@@ -37,7 +37,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: E402
+from aiokafka.structs import TopicPartition as AioTP  # noqa: E402
 
 from rlhealth.schemas import LogBatch, Source, decode_verdict, encode, job_key  # noqa: E402
 from rlhealth.sinks.kafka import ensure_topics  # noqa: E402
@@ -110,14 +111,88 @@ def start_broker() -> tuple[str, dict[str, str] | None]:
     return out.stdout.strip().splitlines()[-1], env
 
 
+async def _produce_backlog(bootstrap: str, topic: str, templates: dict[int, list[bytes]], batches: int) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=20, max_batch_size=1 << 20,
+                                max_request_size=8 << 20)
+    await producer.start()
+    try:
+        jobs = len(templates)
+        for i in range(batches):
+            j = i % jobs
+            await producer.send(topic, templates[j][i % 8], key=job_key(f"load-{j:03d}"))
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+async def _measure_latency(bootstrap: str, catalog: TopicCatalog, templates: dict[int, list[bytes]],
+                           probes: dict[str, bytes], load_rate: float, interval: float) -> tuple[list[float], int]:
+    """Background load at `load_rate` msgs/s; each probe's produce-to-verdict(B FAIL) latency."""
+    topic = catalog.topic_for_kind("log_batch")
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=2, max_batch_size=1 << 20,
+                                max_request_size=8 << 20)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=10,
+                                auto_offset_reset="latest")
+    await producer.start()
+    await consumer.start()
+    sent_at: dict[str, float] = {}
+    got_at: dict[str, float] = {}
+    stop = asyncio.Event()
+    try:
+        tps = [AioTP(catalog.verdicts, p) for p in range(catalog.partitions)]
+        consumer.assign(tps)
+        await consumer.seek_to_end(*tps)
+        for tp in tps:
+            await consumer.position(tp)
+
+        async def read() -> None:
+            while not stop.is_set():
+                batch = await consumer.getmany(timeout_ms=50)
+                now = time.time()
+                for recs in batch.values():
+                    for r in recs:
+                        v = decode_verdict(r.value)
+                        if v.job_id in sent_at and v.job_id not in got_at and v.gates.B.status == "FAIL":
+                            got_at[v.job_id] = now
+
+        async def load() -> None:
+            i, start, jobs = 0, time.monotonic(), len(templates)
+            while not stop.is_set():
+                wait = start + i / load_rate - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(min(wait, 0.05))
+                    continue
+                j = i % jobs
+                await producer.send(topic, templates[j][i % 8], key=job_key(f"load-{j:03d}"))
+                i += 1
+
+        tasks = [asyncio.create_task(read()), asyncio.create_task(load())]
+        await asyncio.sleep(3)
+        for job, value in probes.items():
+            sent_at[job] = time.time()
+            await producer.send(topic, value, key=job_key(job))  # queued; linger 2 ms
+            await asyncio.sleep(interval)
+        deadline = time.monotonic() + 30
+        while len(got_at) < len(sent_at) and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        await consumer.stop()
+        await producer.stop()
+    return sorted(got_at[j] - sent_at[j] for j in got_at), len(sent_at) - len(got_at)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--batches", type=int, default=2000, help="500-line messages in the throughput backlog")
+    ap.add_argument("--batches", type=int, default=8000, help="500-line messages in the throughput backlog")
     ap.add_argument("--jobs", type=int, default=48)
-    ap.add_argument("--probes", type=int, default=60)
-    ap.add_argument("--probe-interval", type=float, default=0.5)
+    ap.add_argument("--probes", type=int, default=100)
+    ap.add_argument("--probe-interval", type=float, default=0.3)
     ap.add_argument("--partitions", type=int, default=12)
     ap.add_argument("--tick-secs", type=float, default=10.0)
+    ap.add_argument("--load-fraction", type=float, default=0.5,
+                    help="background load during the latency probes, as a fraction of the measured rate")
     ap.add_argument("--signal-ratio", type=float, default=0.02,
                     help="share of lines taken from a scenario's (signature-dense) logs; 1.0 = worst case")
     args = ap.parse_args()
@@ -127,8 +202,6 @@ def main() -> int:
     ensure_topics(bootstrap, catalog)
     logs_topic = catalog.topic_for_kind("log_batch")
     lines = corpus_lines(LINES_PER_BATCH * 8, args.signal_ratio)
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=20, batch_size=1 << 20,
-                             max_request_size=8 << 20)
 
     def make_batch(job: str, chunk: int, extra: list[str] | None = None) -> bytes:
         body = lines[(chunk % 8) * LINES_PER_BATCH:(chunk % 8 + 1) * LINES_PER_BATCH]
@@ -140,14 +213,11 @@ def main() -> int:
     # ---- throughput: backlog first, then the worker
     t0 = time.perf_counter()
     templates = {j: [make_batch(f"load-{j:03d}", c) for c in range(8)] for j in range(args.jobs)}
-    for i in range(args.batches):
-        j = i % args.jobs
-        producer.send(logs_topic, key=job_key(f"load-{j:03d}"), value=templates[j][i % 8])
-    producer.flush()
+    asyncio.run(_produce_backlog(bootstrap, logs_topic, templates, args.batches))
     total_lines = args.batches * LINES_PER_BATCH
     print(f"produced {args.batches} batches ({total_lines} lines, "
-          f"{sum(len(t[0]) for t in templates.values()) / len(templates) / 1024:.0f} KiB each) "
-          f"in {time.perf_counter() - t0:.1f}s", flush=True)
+          f"{sum(len(t[0]) for t in templates.values()) / len(templates) / 1024:.0f} KiB each, "
+          f"signal ratio {args.signal_ratio}) in {time.perf_counter() - t0:.1f}s", flush=True)
 
     port = free_port()
     env = dict(os.environ, RLHEALTH_PARTITIONS=str(args.partitions))
@@ -168,7 +238,7 @@ def main() -> int:
             samples.append((time.monotonic(), done))
             if done >= total_lines:
                 break
-            time.sleep(0.2)
+            time.sleep(0.1)
         lo = next(t for t, d in samples if d >= 0.1 * total_lines)
         hi = next(t for t, d in samples if d >= 0.9 * total_lines)
         rate = 0.8 * total_lines / (hi - lo)
@@ -176,75 +246,22 @@ def main() -> int:
               f"10%..90% of the backlog in {hi - lo:.1f}s", flush=True)
 
         # ---- latency under ~half that load
-        stop = threading.Event()
-        sent_at: dict[str, float] = {}
-        got_at: dict[str, float] = {}
-        consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=10)
-        tps = [TopicPartition(catalog.verdicts, p) for p in range(args.partitions)]
-        consumer.assign(tps)
-        consumer.seek_to_end(*tps)
-        for tp in tps:
-            consumer.position(tp)
-
-        def read_verdicts() -> None:
-            while not stop.is_set():
-                for recs in consumer.poll(timeout_ms=50).values():
-                    now = time.time()
-                    for r in recs:
-                        v = decode_verdict(r.value)
-                        if v.job_id in sent_at and v.job_id not in got_at and v.gates.B.status == "FAIL":
-                            got_at[v.job_id] = now
-
-        load_rate = rate / 2 / LINES_PER_BATCH  # messages/s
-
-        def background_load() -> None:
-            i, start = 0, time.monotonic()
-            while not stop.is_set():
-                due = start + i / load_rate
-                wait = due - time.monotonic()
-                if wait > 0:
-                    time.sleep(min(wait, 0.05))
-                    continue
-                j = i % args.jobs
-                producer.send(logs_topic, key=job_key(f"load-{j:03d}"), value=templates[j][i % 8])
-                i += 1
-
-        reader = threading.Thread(target=read_verdicts, daemon=True)
-        loader = threading.Thread(target=background_load, daemon=True)
-        reader.start()
-        loader.start()
-        time.sleep(3)
-        probe_tpl = {}
-        for k in range(args.probes):
-            job = f"probe-{k:04d}"
-            probe_tpl[job] = make_batch(job, k, [f"2026-11-29T10:20:02Z {FAULT}"])
-        for job, value in probe_tpl.items():
-            sent_at[job] = time.time()
-            producer.send(logs_topic, key=job_key(job), value=value)
-            producer.flush()
-            time.sleep(args.probe_interval)
-        deadline = time.monotonic() + 30
-        while len(got_at) < len(sent_at) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        stop.set()
-        loader.join(5)
-        reader.join(5)
-        consumer.close()
+        load_rate = rate * args.load_fraction / LINES_PER_BATCH  # messages/s
+        probes = {f"probe-{k:04d}": make_batch(f"probe-{k:04d}", k, [f"2026-11-29T10:20:02Z {FAULT}"])
+                  for k in range(args.probes)}
+        lat, missing = asyncio.run(_measure_latency(bootstrap, catalog, templates, probes, load_rate,
+                                                    args.probe_interval))
         m = scrape(port)
-        lat = sorted(got_at[j] - sent_at[j] for j in got_at)
-        missing = len(sent_at) - len(got_at)
         if not lat:
             raise SystemExit("no probe verdict arrived")
         p50 = statistics.median(lat)
-        p99 = lat[min(len(lat) - 1, int(round(0.99 * (len(lat) - 1))))]
+        lat_all = lat + [float("inf")] * missing
+        p99 = lat_all[min(len(lat_all) - 1, int(round(0.99 * (len(lat_all) - 1))))]
+        lag_key = 'rlhealth_consumer_lag{topic="%s"}' % logs_topic
         print(f"latency under ~{load_rate * LINES_PER_BATCH:,.0f} lines/s background: n={len(lat)} missing={missing} "
               f"p50={p50:.3f}s p99={p99:.3f}s max={lat[-1]:.3f}s", flush=True)
-        lag_key = 'rlhealth_consumer_lag{topic="%s"}' % logs_topic
-        print(f"worker: event loop lag {m.get('rlhealth_event_loop_lag_seconds', float('nan')):.3f}s, "
-              f"consumer lag logs={m.get(lag_key, float('nan')):.0f}", flush=True)
-        if missing:
-            lat.extend([float("inf")] * missing)
-            p99 = lat[min(len(lat) - 1, int(round(0.99 * (len(lat) - 1))))]
+        print(f"worker after the run: event loop lag {m.get('rlhealth_event_loop_lag_seconds', float('nan')):.3f}s, "
+              f"consumer lag on logs {m.get(lag_key, float('nan')):.0f} records", flush=True)
         print(f"RESULT lines_per_s_per_worker={rate:.0f} p99_signal_to_verdict_s={p99:.3f}")
         return 0
     finally:
@@ -254,7 +271,6 @@ def main() -> int:
                 worker.wait(60)
             except subprocess.TimeoutExpired:
                 worker.kill()
-        producer.close()
         try:
             from rlhealth.sinks.kafka import admin_client
 

@@ -6,15 +6,22 @@ capture's `captured_at`). `watch` follows growing captures and re-judges continu
 
 from __future__ import annotations
 
+import copy
+from collections import deque
+import multiprocessing
+import os
 import sys
 import time
+import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable
+from types import SimpleNamespace
+from typing import Callable, Iterable, Iterator
 
 from rlhealth.agents.core import HealthCore
 from rlhealth.agents.findings import Finding
+from rlhealth.agents.signatures import Classifier, LineMatch
 from rlhealth.agents.state import JobHealth
 from rlhealth.agents.verdict import apply_source_notes
 from rlhealth.schemas import EventBase, Verdict
@@ -53,18 +60,320 @@ def run_events(core: HealthCore, job_id: str, events: Iterable[EventBase], now: 
 
 def probe(capture_dir: Path, core: HealthCore, now: datetime | None = None,
           on_findings: Callable[[str, list[Finding]], None] | None = None,
-          progress: Callable[[EventBase], None] | None = None, batch_lines: int = 500) -> ProbeResult:
-    """Judge one capture. Raises rlhealth.sources.capture.CaptureError when it cannot be read at all."""
+          progress: Callable[[EventBase], None] | None = None, batch_lines: int = 500,
+          workers: int | None = None) -> ProbeResult:
+    """Judge one capture. Raises rlhealth.sources.capture.CaptureError when it cannot be read at all.
+
+    `workers`: log-reading worker processes (see `_LogPool`); None = automatic (one per CPU, at most
+    one per log file, when the capture has 2-64 log files and `PARALLEL_MIN_BYTES` of logs and more
+    than one CPU is idle right now (`_idle_cpus`); env `RLHEALTH_PROBE_WORKERS` overrides),
+    0 or 1 = everything in this process. The events, the matches and so the verdict are the same
+    either way."""
     from rlhealth.sources.capture import open_capture
 
     t0 = time.perf_counter()
     cap = open_capture(Path(capture_dir), batch_lines=batch_lines)
     when = now or cap.info.captured_at
-    state, n_events, n_findings = run_events(core, cap.info.job_id, cap.events(), when, on_findings, progress)
+    n_workers = _probe_workers(cap.log_files(), workers)
+    if n_workers >= 2:
+        with _LogPool(core.classifier, n_workers, len(cap.log_files())) as pool:
+            step_core = copy.copy(core)
+            step_core.classifier = pool.replay  # type: ignore[assignment]
+            events = cap.events(open_log=lambda f, src, fb: pool.open(f, src, fb, cap.reader_params()))
+            state, n_events, n_findings = run_events(step_core, cap.info.job_id, events, when, on_findings,
+                                                     progress)
+    else:
+        state, n_events, n_findings = run_events(core, cap.info.job_id, cap.events(), when, on_findings, progress)
     verdict = core.judge(state, when)
     verdict = apply_source_notes(verdict, _notes(cap.problems))
     verdict = verdict.model_copy(update={"captured": str(capture_dir)})
     return ProbeResult(verdict, state, n_events, n_findings, list(cap.problems), time.perf_counter() - t0)
+
+
+# -- optional parallel log reading for `probe` ------------------------------------------------------
+#
+# Reading, redacting and classifying a log file is independent of every other file; folding the
+# batches into the job state is not (one state, event-time order). With workers, each log file is
+# read by the same `LogReader` in a forked worker process, which also runs the same `Classifier.scan`
+# on every batch and sends the batch with its matches back; this process merges the batches in
+# event-time order exactly as before (`Capture.events(open_log=...)`) and steps the same core, whose
+# classifier hands back the worker's matches for that very batch (`_ReplayClassifier`). Workers run
+# ahead on credit: a file never has more than `credit` batches read but not yet taken by the merge,
+# so memory stays bounded (`_BATCH_BUDGET` batches over all files).
+
+PARALLEL_MIN_BYTES = 64 << 20
+_MAX_WORKERS = 4
+_AUTO_MAX_FILES = 64  # beyond that each worker holds many suspended readers; stay in one process
+_AUTO_MIN_IDLE = 1.2  # idle CPUs (over a 50 ms sample) needed to start workers
+
+
+def _idle_cpus(cpus: int, sample_s: float = 0.05) -> float:
+    """How many CPUs sat idle during a short sample (/proc/stat), else from the 1-minute load average."""
+    def times() -> tuple[int, int]:
+        with open("/proc/stat", "rb") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return v[3] + v[4], sum(v[:8])  # idle + iowait, all
+
+    try:
+        idle0, all0 = times()
+        time.sleep(sample_s)
+        idle1, all1 = times()
+        return cpus * (idle1 - idle0) / max(1, all1 - all0)
+    except (OSError, ValueError, IndexError):
+        try:
+            return cpus - os.getloadavg()[0]
+        except OSError:
+            return 0.0
+_BATCH_BUDGET = 256  # batches read ahead over all files (~100 KB of text each)
+_MAX_CREDIT = 32  # per file
+_STEP = 2  # batches per message / per turn of a worker's round robin
+
+
+def _probe_workers(log_files: list[Path], workers: int | None) -> int:
+    if workers is None:
+        env = os.environ.get("RLHEALTH_PROBE_WORKERS", "").strip()
+        if env:
+            try:
+                workers = int(env)
+            except ValueError:
+                workers = None
+    sizes = []
+    for f in log_files:
+        try:
+            sizes.append(f.stat().st_size)
+        except OSError:
+            pass
+    n_files = sum(1 for s in sizes if s > 0)
+    if workers is None:
+        try:
+            cpus = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cpus = os.cpu_count() or 1
+        # Workers cost ~25% more CPU in all (pickling batches across, sibling hyperthreads): they pay
+        # only when other processes leave a CPU idle (2 shared vCPUs: about -35% wall when idle, +27%
+        # when another job kept a CPU busy).
+        big = sum(sizes) >= PARALLEL_MIN_BYTES and 2 <= n_files <= _AUTO_MAX_FILES and cpus >= 2
+        workers = min(cpus, _MAX_WORKERS) if big and _idle_cpus(cpus) >= _AUTO_MIN_IDLE else 0
+    workers = min(workers, n_files)
+    if workers < 2 or not sys.platform.startswith("linux") or "fork" not in multiprocessing.get_all_start_methods():
+        return 0
+    return workers
+
+
+class _ReplayClassifier:
+    """The core's classifier in the probe's main process when workers classify: `scan(lines)` returns
+    the matches `Classifier.scan` gave for that same list in the worker (or scans itself)."""
+
+    def __init__(self, classifier: Classifier) -> None:
+        self.classifier = classifier
+        self.pending: dict[int, tuple[list[str], list[LineMatch]]] = {}
+
+    def expect(self, lines: list[str], matches: list[LineMatch]) -> None:
+        self.pending[id(lines)] = (lines, matches)
+
+    def scan(self, lines: list[str]) -> list[LineMatch]:
+        hit = self.pending.pop(id(lines), None)
+        if hit is not None and hit[0] is lines:
+            return hit[1]
+        return self.classifier.scan(lines)
+
+    def __getattr__(self, name: str):
+        return getattr(self.classifier, name)
+
+
+def _log_worker(requests, replies, classifier: Classifier) -> None:
+    """Worker process. Requests: ("open", fid, path, source, fallback_time, params, credit),
+    ("credit", fid, n), None (stop). Replies (sent by a thread, so reading goes on while this
+    process waits for the main one to take them): (fid, [(batch, matches)], done, error, stats)."""
+    import queue
+    import threading
+
+    from rlhealth.sources.logfiles import LogReader
+
+    outbox: queue.Queue = queue.Queue()
+
+    def sender() -> None:
+        while True:
+            msg = outbox.get()
+            if msg is None:
+                return
+            try:
+                replies.send(msg)
+            except OSError:
+                return
+
+    thread = threading.Thread(target=sender, daemon=True)
+    thread.start()
+    rule_index = {id(r): i for i, r in enumerate(classifier.rules)}
+    files: dict[int, list] = {}  # fid -> [reader, iterator, credit]
+    turn: list[int] = []  # round robin over open files
+    try:
+        while True:
+            ready = [fid for fid in turn if files[fid][2] > 0]
+            if not ready or requests.poll():
+                msg = requests.recv()
+                if msg is None:
+                    break
+                if msg[0] == "open":
+                    _, fid, path, source, fallback_time, params, credit = msg
+                    reader = LogReader(path, job_id=params["job_id"], source=source,
+                                       batch_lines=params["batch_lines"], chunk_bytes=params["chunk_bytes"])
+                    it = reader.read_utf8(final=True, ref_time=params["ref_time"], fallback_time=fallback_time)
+                    files[fid] = [reader, it, credit]
+                    turn.insert(0, fid)  # a new file's first batch is awaited right away
+                elif msg[1] in files:
+                    files[msg[1]][2] += msg[2]
+                continue
+            fid = ready[0]
+            turn.remove(fid)
+            turn.append(fid)
+            entry = files[fid]
+            reader, it = entry[0], entry[1]
+            out = []
+            done = False
+            error = None
+            for _ in range(min(_STEP, entry[2])):
+                try:
+                    batch, data = next(it)
+                except StopIteration:
+                    done = True
+                    break
+                except OSError as exc:
+                    done, error = True, str(exc)
+                    break
+                matches = [(m.index, rule_index[id(m.rule)], m.fields, m.text) for m in classifier.scan(batch.lines, data)]
+                out.append((batch, matches))
+            entry[2] -= len(out)
+            stats = None
+            if done:
+                del files[fid]
+                turn.remove(fid)
+                stats = (reader.lines_read, reader.bytes_read, reader.invalid_utf8_lines, reader.truncated_lines,
+                         reader.tail.missing_final_newline)
+            outbox.put((fid, out, done, error, stats))
+    except (KeyboardInterrupt, EOFError, BrokenPipeError):
+        pass
+    except BaseException:
+        outbox.put((-1, traceback.format_exc(), True, None, None))
+    outbox.put(None)
+    thread.join()
+
+
+class _RemoteLog:
+    """What `Capture.events` needs of a `LogReader`, served by a worker."""
+
+    def __init__(self, pool: "_LogPool", fid: int, worker: int) -> None:
+        self.pool = pool
+        self.fid = fid
+        self.worker = worker
+        self.lines_read = self.bytes_read = self.invalid_utf8_lines = self.truncated_lines = 0
+        self.tail = SimpleNamespace(missing_final_newline=False)
+
+    def read(self) -> Iterator[EventBase]:
+        pool = self.pool
+        rules = pool.rules
+        refill = max(1, pool.credit // 2)
+        taken = 0
+        while True:
+            _fid, items, done, error, stats = pool.receive(self.worker, self.fid)
+            for batch, matches in items:
+                pool.replay.expect(batch.lines, [LineMatch(i, rules[r], fields, text) for i, r, fields, text in matches])
+                taken += 1
+                if taken >= refill and not done:
+                    pool.requests[self.worker].send(("credit", self.fid, taken))
+                    taken = 0
+                yield batch
+            if done:
+                (self.lines_read, self.bytes_read, self.invalid_utf8_lines, self.truncated_lines,
+                 self.tail.missing_final_newline) = stats
+                if error is not None:
+                    raise OSError(error)
+                return
+
+
+def _widen_pipe(conn) -> None:
+    """Replies are a few hundred KB: a 1 MiB pipe takes one without the reader waking up every 64 KB."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(conn.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
+    except (ImportError, OSError, ValueError):
+        pass
+
+
+class _LogPool:
+    def __init__(self, classifier: Classifier, n_workers: int, n_files: int) -> None:
+        self.replay = _ReplayClassifier(classifier)
+        self.rules = classifier.rules
+        self.credit = max(_STEP, min(_MAX_CREDIT, _BATCH_BUDGET // max(1, n_files)))
+        ctx = multiprocessing.get_context("fork")
+        self.requests = []
+        self.replies = []
+        self.procs = []
+        for _ in range(n_workers):
+            req_r, req_w = ctx.Pipe(duplex=False)
+            rep_r, rep_w = ctx.Pipe(duplex=False)
+            _widen_pipe(rep_w)
+            proc = ctx.Process(target=_log_worker, args=(req_r, rep_w, classifier), daemon=True)
+            proc.start()
+            req_r.close()
+            rep_w.close()
+            self.requests.append(req_w)
+            self.replies.append(rep_r)
+            self.procs.append(proc)
+        self.load = [0] * n_workers
+        self.inbox: dict[int, deque] = {}
+        self.n_files = 0
+
+    def open(self, path: Path, source, fallback: Callable[[], datetime], params: dict) -> _RemoteLog:
+        fid = self.n_files
+        self.n_files += 1
+        w = min(range(len(self.load)), key=self.load.__getitem__)
+        try:
+            self.load[w] += max(1, path.stat().st_size)
+        except OSError:
+            self.load[w] += 1
+        self.inbox[fid] = deque()
+        self.requests[w].send(("open", fid, path, source, fallback(), params, self.credit))
+        return _RemoteLog(self, fid, w)
+
+    def receive(self, worker: int, fid: int) -> tuple:
+        box = self.inbox[fid]
+        while not box:
+            try:
+                got = self.replies[worker].recv()
+            except EOFError:
+                raise RuntimeError("probe: a log worker process died") from None
+            if got[0] == -1:
+                raise RuntimeError(f"probe: a log worker failed:\n{got[1]}")
+            self.inbox[got[0]].append(got)
+        return box.popleft()
+
+    def close(self) -> None:
+        for conn in self.requests:
+            try:
+                conn.send(None)
+            except OSError:
+                pass
+        for conn in self.replies:  # let blocked senders finish
+            try:
+                while conn.poll(0):
+                    conn.recv()
+            except (OSError, EOFError):
+                pass
+        for proc in self.procs:
+            proc.join(timeout=2)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(timeout=5)
+        for conn in self.requests + self.replies:
+            conn.close()
+
+    def __enter__(self) -> "_LogPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def utc_now() -> datetime:

@@ -52,6 +52,7 @@ class Worker:
         env["PYTHONPATH"] = os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         if core:
             env["RLHEALTH_CORE_FACTORY"] = core
+        env["RLHEALTH_FAUST_DATADIR"] = str(log_path.parent / f"faust-{self.port}")
         env.update(extra_env or {})
         cmd = [sys.executable, "-m", "rlhealth", "worker", "--bootstrap", bootstrap, "--topic-prefix", prefix,
                "--tick-secs", str(tick), "--heartbeat-secs", str(heartbeat), "--metrics-port", str(self.port),
@@ -222,6 +223,18 @@ def test_verdicts_are_published_with_increasing_seq_and_read_back(kafka_bootstra
                            "--topic-prefix", catalog.prefix, "--only-kill"], capture_output=True, text=True,
                           timeout=120)
     assert text.returncode == 0 and "VERDICT: KILL" in text.stdout and "NO-KILL" not in text.stdout
+
+    # the evidence writer's mode: every verdict read lands in DuckDB once, however often it is read
+    db = tmp_path / "evidence.duckdb"
+    for _ in range(2):
+        stored = subprocess.run([sys.executable, "-m", "rlhealth", "verdicts", "--bootstrap", kafka_bootstrap,
+                                 "--topic-prefix", catalog.prefix, "--format", "json", "--db", str(db)],
+                                capture_output=True, text=True, timeout=120)
+        assert stored.returncode == 0, stored.stderr
+    from rlhealth.sinks.duckdb import query
+
+    total = len(list(read_verdicts(kafka_bootstrap, catalog.verdicts, dedupe=False)))
+    assert query(db, "SELECT count(*), count(DISTINCT (job_id, seq)) FROM verdicts") == [(total, total)]
 
 
 def test_agent_death_exits_the_worker_non_zero(kafka_bootstrap, catalog, tmp_path) -> None:

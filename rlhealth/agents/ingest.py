@@ -14,7 +14,7 @@ from datetime import datetime
 from rlhealth.agents import roles
 from rlhealth.agents.coherence import incoherence_reason, trial_incoherence
 from rlhealth.agents.findings import Finding
-from rlhealth.agents.normalize import line_timestamp, peel_prefixes, strip_ansi
+from rlhealth.agents.normalize import line_timestamp, peel_prefixes, peel_stripped, strip_ansi, timestamp_of_peeled
 from rlhealth.agents.signatures import Classifier, LineMatch
 from rlhealth.agents.state import (
     EVIDENCE_TEXT_CHARS,
@@ -172,13 +172,21 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     findings: list[Finding] = []
     explicit_ts = batch.ts
     memo: dict[int, datetime | None] = {}
+    peeled: dict[int, tuple] = {}
     for m in matches:
         text = m.text
+        # m.text is lines[m.index] ANSI-stripped: one peel gives its prefixes and its own timestamp
+        pk = peeled.get(m.index)
+        if pk is None:
+            pk = peeled[m.index] = peel_stripped(text)
         dt = explicit_ts[m.index] if explicit_ts is not None else None
         if dt is None:
+            if m.index not in memo:
+                memo[m.index] = timestamp_of_peeled(pk[1], pk[2], now)  # == line_timestamp(lines[m.index], now)
             dt = _line_time(lines, m.index, now, memo)
         ts = dt.timestamp() if dt is not None else (prev_stream_ts if prev_stream_ts is not None else batch_ts)
-        prefixes, rest = peel_prefixes(text)
+        # peel_prefixes strips again: only a text that still holds an ESC can differ from the peel above
+        prefixes, rest = peel_prefixes(text) if "\x1b" in text else pk[:2]
         role = roles.role_of_prefixes(prefixes) or st.role
         attempt = _attempt_for(state, batch, prefixes)
         offset = batch.offsets[m.index] if batch.offsets is not None else None

@@ -34,11 +34,17 @@ __all__ = [
     "peel_prefixes",
     "line_timestamp",
     "normalize",
+    "peel_stripped",
+    "timestamp_of_peeled",
 ]
 
 # CSI sequences (colours, cursor moves) and OSC sequences (hyperlinks/titles).
-_ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+# Written with the common ESC factored out (a literal prefix the regex engine searches for) and the
+# SGR colour shape first: the same matches as ``\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)|
+# \x1b[@-Z\\-_]`` (an SGR sequence is a CSI sequence, and the CSI branch matches exactly its bytes).
+_ANSI_RE = re.compile(r"\x1b(?:\[[0-9;]*m|\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 _ANSI_RE_B = re.compile(_ANSI_RE.pattern.encode("ascii"))
+_ANSI_SPLIT_B = _ANSI_RE_B.split
 _RECORD_SPLIT_RE = re.compile(r"\r\n|\r|\n")
 
 
@@ -53,7 +59,9 @@ def strip_ansi_bytes(b: bytes) -> bytes:
     """Bytes version of :func:`strip_ansi` (same sequences; never removes a newline)."""
     if b"\x1b" not in b:
         return b
-    return _ANSI_RE_B.sub(b"", b)
+    # join(split) == sub("") for a pattern without groups that never matches empty; faster on
+    # blocks with thousands of colour codes
+    return b"".join(_ANSI_SPLIT_B(b))
 
 
 def split_records(text: str) -> list[str]:
@@ -232,43 +240,71 @@ def line_timestamp(line: str, ref: datetime, tz: tzinfo = UTC) -> datetime | Non
     Year-less stamps take the year of ``ref`` (in ``tz``), or the previous year when that
     would put the stamp more than ~6 months after ``ref``. Zone-less stamps are read in ``tz``.
     """
-    s = strip_ansi(line)
-    _, rest, outer = _peel(s)
+    key = (line, ref, tz)
+    hit = _TS_CACHE.get(key, _MISS)
+    if hit is not _MISS:
+        return hit  # type: ignore[return-value]
+    _, rest, outer = _peel(strip_ansi(line))
+    dt = timestamp_of_peeled(rest, outer, ref, tz)
+    if len(_TS_CACHE) >= _TS_CACHE_SIZE:
+        _TS_CACHE.clear()
+    _TS_CACHE[key] = dt
+    return dt
+
+
+# line_timestamp is pure: a small memo lets the log reader (batch event_time) and the core (stream
+# freshness) share the parse of a batch's last lines, which both look at.
+_TS_CACHE: dict[tuple[str, datetime, tzinfo], datetime | None] = {}
+_TS_CACHE_SIZE = 256
+_MISS = object()
+
+
+def peel_stripped(text: str) -> tuple[tuple[Prefix, ...], str, datetime | None]:
+    """(prefixes, rest, outer kubectl/CRI timestamp) of a line that is already ANSI-stripped.
+
+    For ``s = strip_ansi(line)``: ``peel_prefixes(line) == peel_stripped(s)[:2]`` and
+    ``line_timestamp(line, ref, tz) == timestamp_of_peeled(*peel_stripped(s)[1:], ref, tz)``,
+    so one peel serves both."""
+    return _peel(text)
+
+
+def timestamp_of_peeled(rest: str, outer: datetime | None, ref: datetime, tz: tzinfo = UTC) -> datetime | None:
+    """:func:`line_timestamp` from the result of :func:`peel_stripped` (its last two items)."""
     if outer is not None:
         return outer
     m = _TS_START_RE.match(rest)
     if m is None and rest[:1] == " ":
         m = _TS_START_RE.match(rest.lstrip())
     if m is not None:
-        g = m.groupdict()
-        if g["v_mo"] is not None:
-            return _yearless(int(g["v_mo"]), int(g["v_d"]), int(g["v_h"]), int(g["v_mi"]),
-                             int(g["v_s"]), 0, ref, tz)
-        if g["c_md"] is not None:
-            mo, d = _md(g["c_md"])
-            return _yearless(mo, d, int(g["c_h"]), int(g["c_mi"]), int(g["c_s"]), 0, ref, tz)
-        if g["g_md"] is not None:
-            mo, d = _md(g["g_md"])
-            return _yearless(mo, d, int(g["g_h"]), int(g["g_mi"]), int(g["g_s"]),
-                             int(g["g_us"]), ref, tz)
-        if g["r_y"] is not None:
-            return _aware(g["r_y"], g["r_mo"], g["r_d"], g["r_h"], g["r_mi"], g["r_s"],
-                          g["r_ms"], None, tz)
-        if g["i_y"] is not None:
-            return _aware(g["i_y"], g["i_mo"], g["i_d"], g["i_h"], g["i_mi"], g["i_s"],
-                          g["i_f"], g["i_tz"], tz)
-        if g["dm_mon"] is not None:
-            mon = _MONTHS.get(g["dm_mon"])
+        g = m.group  # a few group() calls are cheaper than a 40-entry groupdict
+        if g("v_mo") is not None:
+            return _yearless(int(g("v_mo")), int(g("v_d")), int(g("v_h")), int(g("v_mi")),
+                             int(g("v_s")), 0, ref, tz)
+        if g("c_md") is not None:
+            mo, d = _md(g("c_md"))
+            return _yearless(mo, d, int(g("c_h")), int(g("c_mi")), int(g("c_s")), 0, ref, tz)
+        if g("g_md") is not None:
+            mo, d = _md(g("g_md"))
+            return _yearless(mo, d, int(g("g_h")), int(g("g_mi")), int(g("g_s")),
+                             int(g("g_us")), ref, tz)
+        if g("r_y") is not None:
+            return _aware(g("r_y"), g("r_mo"), g("r_d"), g("r_h"), g("r_mi"), g("r_s"),
+                          g("r_ms"), None, tz)
+        if g("i_y") is not None:
+            return _aware(g("i_y"), g("i_mo"), g("i_d"), g("i_h"), g("i_mi"), g("i_s"),
+                          g("i_f"), g("i_tz"), tz)
+        if g("dm_mon") is not None:
+            mon = _MONTHS.get(g("dm_mon"))
             if mon is None:
                 return None
-            return _aware(g["dm_y"], mon, g["dm_d"], g["dm_h"], g["dm_mi"], g["dm_s"], None,
+            return _aware(g("dm_y"), mon, g("dm_d"), g("dm_h"), g("dm_mi"), g("dm_s"), None,
                           None, tz)
-        if g["sy_mon"] is not None:
-            mon = _MONTHS.get(g["sy_mon"])
+        if g("sy_mon") is not None:
+            mon = _MONTHS.get(g("sy_mon"))
             if mon is None:
                 return None
-            return _yearless(mon, int(g["sy_d"]), int(g["sy_h"]), int(g["sy_mi"]),
-                             int(g["sy_s"]), 0, ref, tz)
+            return _yearless(mon, int(g("sy_d")), int(g("sy_h")), int(g("sy_mi")),
+                             int(g("sy_s")), 0, ref, tz)
     m2 = _TS_ANY_ISO_RE.search(rest)
     if m2 is not None:
         return _aware(*m2.groups(), tz)

@@ -167,6 +167,17 @@ def convert_value(name: str, value: str, text_fields: tuple[str, ...] = ()) -> o
                 return float(m.group(1)) * _SIZE_GIB[m.group(2)]
             except ValueError:
                 return value
+    return _convert(value)
+
+
+def _convert(value: str) -> object:
+    if value.isascii():
+        # fast paths, same results as the regexes below: ASCII digits -> int; digits with one
+        # '.' (and at least one digit) -> float
+        if value.isdigit():
+            return int(value)
+        if "." in value and value.replace(".", "", 1).isdigit():
+            return float(value)
     if _INT_RE.match(value):
         return int(value)
     if _THOUSANDS_RE.match(value):
@@ -192,7 +203,7 @@ def hyperscan_available() -> bool:
 
 
 class _Extractor:
-    __slots__ = ("regex", "fields", "text_fields", "defaults")
+    __slots__ = ("regex", "fields", "text_fields", "defaults", "_plan")
 
     def __init__(self, rule: Rule) -> None:
         src = rule.extract or ""
@@ -200,6 +211,9 @@ class _Extractor:
         self.fields = rule.fields
         self.text_fields = rule.text_fields
         self.defaults = dict(rule.defaults)
+        # per field, what convert_value would do with its name: keep text (0), size in GiB (1), convert (2)
+        self._plan = tuple((name, 0 if name in rule.text_fields else 1 if name.endswith("_gib") else 2)
+                           for name in rule.fields)
 
     def __call__(self, text: str) -> dict[str, object]:
         out: dict[str, object] = {}
@@ -207,12 +221,14 @@ class _Extractor:
             m = self.regex.search(text)
             if m is not None:
                 gd = m.groupdict()
-                for name in self.fields:
+                for name, how in self._plan:
                     v = gd.get(name)
                     if v is not None:
-                        out[name] = convert_value(name, v, self.text_fields)
-        for k, v in self.defaults.items():
-            out.setdefault(k, v)
+                        out[name] = _convert(v) if how == 2 else (
+                            v if how == 0 else convert_value(name, v, self.text_fields))
+        if self.defaults:
+            for k, v in self.defaults.items():
+                out.setdefault(k, v)
         return out
 
 
@@ -313,12 +329,14 @@ class Classifier:
         """(line index, rule index) pairs before benign suppression, sorted."""
         return self._raw(lines)
 
-    def _raw(self, lines: Sequence[str]) -> list[tuple[int, int]]:
+    def _raw(self, lines: Sequence[str], data: bytes | None = None) -> list[tuple[int, int]]:
         if not lines:
             return []
-        buf = "\n".join(lines).encode("utf-8", "surrogatepass")
-        buf = strip_ansi_bytes(buf)
-        if buf.count(b"\n") != len(lines) - 1:
+        if data is not None:  # the caller's "\n".join(lines).encode(), no line holding a newline
+            buf = strip_ansi_bytes(data)
+        else:
+            buf = strip_ansi_bytes("\n".join(lines).encode("utf-8", "surrogatepass"))
+        if data is None and buf.count(b"\n") != len(lines) - 1:
             # a "line" carries its own newline: fall back to per-line sanitising
             buf = "\n".join(strip_ansi(x).replace("\n", " ") for x in lines).encode(
                 "utf-8", "surrogatepass")
@@ -326,8 +344,12 @@ class Classifier:
             return self._hits_hyperscan(buf)
         return self._hits_re2(buf.split(b"\n"))
 
-    def scan(self, lines: Sequence[str]) -> list[LineMatch]:
-        hits = self._raw(lines)
+    def scan(self, lines: Sequence[str], data: bytes | None = None) -> list[LineMatch]:
+        """Matches of a batch, in line order. `data`, when given, must be
+        ``"\\n".join(lines).encode("utf-8", "surrogatepass")`` with no line holding a newline (a log
+        reader that still has the bytes it decoded: `LogReader.read_utf8`); it only saves the
+        join and the encode."""
+        hits = self._raw(lines, data)
         if not hits:
             return []
         rules = self._rules

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from pathlib import Path
 
@@ -84,7 +85,10 @@ def verdicts(bootstrap: str, follow: bool, job: str | None, latest: bool, only_k
     if db_path:
         from rlhealth.sinks.duckdb import EvidenceStore
 
-        store = EvidenceStore(db_path, flush_rows=1000)
+        # verdicts are few (changes plus heartbeats); writing each at once keeps the store at-least-once
+        # with the consumer group's auto-commit, which only commits what the loop already handled
+        store = EvidenceStore(db_path, flush_rows=1)
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # close the store on SIGTERM too
 
     def emit(v) -> None:
         if store is not None:

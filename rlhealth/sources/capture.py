@@ -215,6 +215,9 @@ class CaptureStats:
     log_bytes: int = 0
 
 
+# open_log(path, source, fallback) -> an object with read() and LogReader's counters (see Capture.events)
+OpenLog = Callable[[Path, Source, Callable[[], datetime]], Any]
+
 LOG_READ_BUDGET = 192 << 20  # bytes of raw chunks held by all suspended log readers together
 MIN_CHUNK_BYTES = 64 << 10
 
@@ -459,7 +462,8 @@ class Capture:
         return polls
 
     # -- logs -------------------------------------------------------------------------------
-    def _log_iter(self, f: Path, source: Source, fallback: Callable[[], datetime]) -> Iterator[EventBase]:
+    def _log_iter(self, f: Path, source: Source, fallback: Callable[[], datetime],
+                  open_log: OpenLog | None = None) -> Iterator[EventBase]:
         rel = self._rel(f)
         gate: Gate = "B" if f.name.startswith("dmesg") else "A"
         try:
@@ -470,10 +474,15 @@ class Capture:
         if size == 0:
             self._problem(rel, "empty", gate, "empty log file")
             return
-        reader = LogReader(f, job_id=self.info.job_id, source=source, batch_lines=self.batch_lines,
-                           chunk_bytes=self._chunk_bytes)
+        if open_log is None:
+            reader = LogReader(f, job_id=self.info.job_id, source=source, batch_lines=self.batch_lines,
+                               chunk_bytes=self._chunk_bytes)
+            batches = reader.read(final=True, ref_time=self.info.captured_at, fallback_time=fallback)
+        else:
+            reader = open_log(f, source, fallback)
+            batches = reader.read()
         try:
-            yield from reader.read(final=True, ref_time=self.info.captured_at, fallback_time=fallback)
+            yield from batches
         except OSError as exc:
             self._problem(rel, "unreadable", gate, f"read stopped: {str(exc)[:200]}")
         self.stats.log_files += 1
@@ -487,6 +496,11 @@ class Capture:
         if reader.truncated_lines:
             self._problem(rel, "truncated", gate, "lines longer than 65536 characters were cut",
                           reader.truncated_lines)
+
+    def reader_params(self) -> dict[str, Any]:
+        """What `events()` gives every `LogReader` (for an `open_log` that runs them elsewhere)."""
+        return dict(job_id=self.info.job_id, batch_lines=self.batch_lines, chunk_bytes=self._chunk_bytes,
+                    ref_time=self.info.captured_at)
 
     # -- trials -----------------------------------------------------------------------------
     def _trial_events(self) -> list[EventBase]:
@@ -509,8 +523,14 @@ class Capture:
         return out
 
     # -- the stream -------------------------------------------------------------------------
-    def events(self) -> Iterator[EventBase]:
-        """JobSpec first, then every event of the capture in event-time order."""
+    def events(self, open_log: OpenLog | None = None) -> Iterator[EventBase]:
+        """JobSpec first, then every event of the capture in event-time order.
+
+        `open_log(path, source, fallback)` replaces the in-process `LogReader` of each log file
+        (the embedded probe's worker processes run the same reader elsewhere): it returns an
+        object whose `read()` yields exactly what `LogReader.read(final=True, ref_time=captured_at,
+        fallback_time=fallback)` would, with the reader's counters set once it is exhausted
+        (`chunk_bytes`, `batch_lines`, `job_id`: `self.reader_params()`)."""
         self.problems = list(self._static)
         self.stats = CaptureStats()
         info = self.info
@@ -544,7 +564,7 @@ class Capture:
                 mtime = info.captured_at
             fb_time = mtime if mtime <= info.captured_at else window_start
             src = source_for(rel, cluster=info.cluster, shipper=SHIPPER, leg_index=legs_by_id)
-            it = self._log_iter(f, src, lambda t=fb_time: t)
+            it = self._log_iter(f, src, lambda t=fb_time: t, open_log)
             first = next(it, None)
             if first is not None:
                 iters.append(_Peeked(first, it))

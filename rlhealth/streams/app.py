@@ -17,6 +17,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from dataclasses import dataclass
 
 import faust
@@ -52,6 +54,7 @@ def make_app(
     web_port: int | None = None,
     replication_factor: int = 1,
     session_timeout_s: float = 30.0,
+    datadir: str | None = None,
 ) -> faust.App:
     catalog = catalog or TopicCatalog.from_env(partitions=partitions)
     if partitions is not None and partitions != catalog.partitions:
@@ -59,8 +62,13 @@ def make_app(
     servers = ";".join(f"kafka://{s.strip()}" for s in bootstrap.split(",") if s.strip())
     web = {"web_enabled": False} if web_port is None else {"web_enabled": True, "web_port": web_port,
                                                            "web_bind": "127.0.0.1"}
+    gid = group_id(app_id, catalog)
+    # faust keeps a data directory even with the memory store; never in the working directory
+    datadir = datadir or os.environ.get("RLHEALTH_FAUST_DATADIR") or os.path.join(
+        tempfile.gettempdir(), "rlhealth-faust", f"{gid}-{os.getpid()}")
     app = faust.App(
-        group_id(app_id, catalog),
+        gid,
+        datadir=datadir,
         broker=servers,
         store=store,
         topic_partitions=catalog.partitions,

@@ -47,15 +47,17 @@ class PartitionedTable(faust.Table):
         self.key_partitions = other.key_partitions
 
     def partition_for_key(self, key: Any) -> int | None:
-        event = current_event()
-        if event is not None:
-            self._verify_source_topic_partitions(event.message.topic)
-            partition = event.message.partition
-            self.key_partitions[key] = partition
-            return partition
+        # A key's partition is where its records arrive: remembered from the record (`remember`)
+        # or the changelog, since the current event of a buffered agent may be another job's.
         partition = self.key_partitions.get(key)
-        if partition is None:
+        if partition is not None:
+            return partition
+        event = current_event()
+        if event is None:
             raise TypeError(f"{self.name}: no partition known for key {key!r} outside a stream event")
+        self._verify_source_topic_partitions(event.message.topic)
+        partition = event.message.partition
+        self.key_partitions[key] = partition
         return partition
 
     def remember(self, key: Any, partition: int) -> None:

@@ -34,7 +34,9 @@ import asyncio
 import base64
 import logging
 import os
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -72,6 +74,8 @@ class WorkerSettings:
     loglevel: str = "info"
     session_timeout_s: float = 30.0
     fast_tick_secs: float = 0.25  # jobs with new findings are judged this soon
+    batch_max: int = 200  # events folded before states are written back
+    batch_within_secs: float = 0.02  # ... or after this long
 
 
 CORE_FACTORY_ENV = "RLHEALTH_CORE_FACTORY"
@@ -142,23 +146,37 @@ class StreamWorker:
 
     # ------------------------------------------------------------------ per record
     async def _consume(self, stream: faust.StreamT) -> None:
+        s = self.settings
         try:
-            async for event in stream.events():
-                dead = self.handle(event.message.topic, event.message.partition, event.message.offset,
-                                   event.message.key, event.value)
-                if dead is not None:
-                    await self._send_dead_letter(dead)
+            # Events come in small buffers; each job's state is written back (and changelogged) once
+            # per buffer, not once per event. The buffer's events are acked only after this body
+            # ran, and a commit flushes the producer first, so the changelog never lags a commit.
+            async for events in stream.take_events(s.batch_max, within=s.batch_within_secs):
+                pending: dict[bytes, Any] = {}
+                for event in events:
+                    m = event.message
+                    dead = self.handle(m.topic, m.partition, m.offset, m.key, event.value, pending=pending)
+                    if dead is not None:
+                        await self._send_dead_letter(dead)
+                self._write_back(pending)
+                for event in events:  # "processed" once the states are in the table
+                    self.processed_next[TP(event.message.topic, event.message.partition)] = event.message.offset + 1
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # noqa: BLE001 - a dead agent must take the process down
             self._die("agent judge_job_events died", exc)
 
-    def handle(self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None
-               ) -> DeadLetter | None:
-        """Fold one record into its job's state. Returns a dead letter for records we cannot use."""
+    def handle(self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None,
+               *, pending: dict[bytes, Any] | None = None) -> DeadLetter | None:
+        """Fold one record into its job's state. Returns a dead letter for records we cannot use.
+
+        With `pending`, new states are collected there (key -> state, None for an ended job) for
+        `_write_back`; without, they are written to the table at once.
+        """
         kinds = self._kinds.get(topic, ())
         hint = kinds[0] if len(kinds) == 1 else None
-        self.processed_next[TP(topic, partition)] = offset + 1
+        if pending is None:
+            self.processed_next[TP(topic, partition)] = offset + 1
         if value is None:  # tombstone on a compacted topic: nothing to fold in
             return None
 
@@ -186,21 +204,26 @@ class StreamWorker:
             return dead("key_mismatch", f"key {key[:80]!r} is not job_key({ev.job_id!r})", kind=kind,
                         job_id=ev.job_id)
 
-        table = self.tables.job_health
         now = self.clock()
+        out = pending if pending is not None else {}
         try:
-            state = self._load(expected, ev.job_id)
-            state, findings = self.core.step(state, ev, now)
-            if kind == "job_ended":
-                if expected in table:
-                    del table[expected]
-                self.exporter.remove(ev.job_id)
+            if expected in out:
+                state = out[expected] if out[expected] is not None else self.core.new_state(ev.job_id)
             else:
-                table[expected] = state.to_bytes()
+                state = self._load(expected, ev.job_id)
+            state, findings = self.core.step(state, ev, now)
         except Exception as exc:  # noqa: BLE001 - one bad event must not stop the partition
             log.warning("core failed on %s/%d@%d (job %s): %r", topic, partition, offset, ev.job_id, exc)
             return dead("core_error", f"{type(exc).__name__}: {exc}", stage="core", kind=kind, job_id=ev.job_id)
 
+        self.tables.job_health.remember(expected, partition)
+        if kind == "job_ended":
+            out[expected] = None
+            self.exporter.remove(ev.job_id)
+        else:
+            out[expected] = state
+        if pending is None:
+            self._write_back(out)
         if findings or kind in URGENT_KINDS:
             self._dirty.add(expected)
         self.exporter.processed(kind)
@@ -212,6 +235,16 @@ class StreamWorker:
             ref = {"topic": topic, "partition": partition, "offset": offset}
             self.store.add_findings(ev.job_id, [f if f.ref else replace(f, ref=ref) for f in findings])
         return None
+
+    def _write_back(self, states: dict[bytes, Any]) -> None:
+        """Reassign each job's table value (never mutate it in place): the assignment is the changelog write."""
+        table = self.tables.job_health
+        for key, state in states.items():
+            if state is None:
+                if key in table:
+                    del table[key]
+            else:
+                table[key] = state.to_bytes()
 
     def _load(self, key: bytes, job_id: str) -> Any:
         raw = self.tables.job_health.get(key)
@@ -437,6 +470,9 @@ class StreamWorker:
         if self._admin is not None:
             self._admin.close()
         self._io.shutdown(wait=False)
+        datadir = str(self.app.conf.datadir)
+        if datadir.startswith(os.path.join(tempfile.gettempdir(), "rlhealth-faust")):
+            shutil.rmtree(datadir, ignore_errors=True)  # memory store: nothing in it worth keeping
 
     def run(self) -> int:
         """Run until SIGTERM/SIGINT; returns the process exit status."""
