@@ -24,7 +24,7 @@ TEST_KAFKA_DIR := $(CURDIR)/.kafka/make-test
 STAMP       := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup test demo kafka-start kafka-stop bench clean
+.PHONY: setup test test-deps demo kafka-start kafka-stop bench clean
 
 setup: $(STAMP)
 
@@ -41,7 +41,17 @@ $(STAMP): pyproject.toml constraints.txt
 # One recipe, one shell: the trap stops the broker whatever pytest does (failure, Ctrl-C), and
 # pytest's exit code is the target's. Exit code 5 (no tests collected) is turned into a failure
 # with a message: CI must never pass by running nothing.
-test: setup
+# promtool (Debian's prometheus package) checks the alert rules and the metrics exposition in tests.
+test-deps:
+	@if ! command -v promtool >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's prometheus package for promtool"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null) \
+	      || echo "make test: could not install prometheus (promtool tests will be skipped)" >&2; \
+	  else echo "make test: promtool missing and not root: promtool tests will be skipped" >&2; fi; \
+	fi
+
+test: setup test-deps
 	@set -uo pipefail; \
 	if [ -n "$${KAFKA_BOOTSTRAP:-}" ]; then \
 	  echo "using Kafka at $$KAFKA_BOOTSTRAP (KAFKA_BOOTSTRAP)"; \
