@@ -65,8 +65,9 @@ def probe(capture_dir: Path, core: HealthCore, now: datetime | None = None,
     """Judge one capture. Raises rlhealth.sources.capture.CaptureError when it cannot be read at all.
 
     `workers`: log-reading worker processes (see `_LogPool`); None = automatic (one per CPU, at most
-    one per log file, when the capture has 2-64 log files and `PARALLEL_MIN_BYTES` of logs and more
-    than one CPU is idle right now (`_idle_cpus`); env `RLHEALTH_PROBE_WORKERS` overrides),
+    one per log file, when the capture has 2-64 log files and `PARALLEL_MIN_BYTES` of logs, this
+    process has a single thread and more than one CPU is idle right now (`_idle_cpus`); env
+    `RLHEALTH_PROBE_WORKERS` overrides),
     0 or 1 = everything in this process. The events, the matches and so the verdict are the same
     either way."""
     from rlhealth.sources.capture import open_capture
@@ -105,6 +106,14 @@ PARALLEL_MIN_BYTES = 64 << 20
 _MAX_WORKERS = 4
 _AUTO_MAX_FILES = 64  # beyond that each worker holds many suspended readers; stay in one process
 _AUTO_MIN_IDLE = 1.2  # idle CPUs (over a 50 ms sample) needed to start workers
+
+
+def _single_threaded() -> bool:
+    """Fork only a process with one thread (a DuckDB store, say, may run native threads)."""
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return False
 
 
 def _idle_cpus(cpus: int, sample_s: float = 0.05) -> float:
@@ -153,7 +162,8 @@ def _probe_workers(log_files: list[Path], workers: int | None) -> int:
         # only when other processes leave a CPU idle (2 shared vCPUs: about -35% wall when idle, +27%
         # when another job kept a CPU busy).
         big = sum(sizes) >= PARALLEL_MIN_BYTES and 2 <= n_files <= _AUTO_MAX_FILES and cpus >= 2
-        workers = min(cpus, _MAX_WORKERS) if big and _idle_cpus(cpus) >= _AUTO_MIN_IDLE else 0
+        workers = (min(cpus, _MAX_WORKERS)
+                   if big and _single_threaded() and _idle_cpus(cpus) >= _AUTO_MIN_IDLE else 0)
     workers = min(workers, n_files)
     if workers < 2 or not sys.platform.startswith("linux") or "fork" not in multiprocessing.get_all_start_methods():
         return 0
