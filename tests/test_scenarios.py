@@ -31,3 +31,24 @@ def test_probe_json_validates_and_replays_deterministically(scenario: Path) -> N
     assert a.model_dump(exclude={"produced_at"}) == b.model_dump(exclude={"produced_at"})
     again = Verdict.model_validate(json.loads(a.model_dump_json()))
     assert again == a
+
+
+def _probe_json(capture: Path, **env: str) -> dict:
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "rlhealth", "probe", str(capture), "--format", "json"],
+                          capture_output=True, text=True, timeout=300, env=dict(os.environ, **env), cwd=ROOT)
+    assert proc.returncode in (0, 10), proc.stderr
+    out = json.loads(proc.stdout)
+    out.pop("produced_at")
+    return out
+
+
+@pytest.mark.parametrize("name", ["incoherent_moe_new_geometry", "slurm_terminal_config_error"])
+def test_verdict_is_identical_across_hash_seeds_and_probe_workers(name: str) -> None:
+    capture = ROOT / "tests" / "scenarios" / name / "capture"
+    base = _probe_json(capture, PYTHONHASHSEED="1", RLHEALTH_PROBE_WORKERS="0")
+    assert _probe_json(capture, PYTHONHASHSEED="2", RLHEALTH_PROBE_WORKERS="0") == base
+    assert _probe_json(capture, PYTHONHASHSEED="3", RLHEALTH_PROBE_WORKERS="2") == base

@@ -85,5 +85,6 @@ def trial_incoherence(samples: list[str]) -> str | None:
     """A trial is incoherent when at least half of its sampled outputs are: returns the commonest reason."""
     reasons = [r for r in map(incoherence_reason, samples) if r is not None]
     if samples and len(reasons) * 2 >= len(samples) and reasons:
-        return max(set(reasons), key=reasons.count)
+        # Ties broken by name, never by set order: the same trial must give the same reason in every process.
+        return max(sorted(set(reasons)), key=reasons.count)
     return None

@@ -156,13 +156,20 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
 
     batch_ts = _ts(batch.event_time)
     prev_stream_ts = st.last_ts
-    # Freshness of the stream: the newest parseable timestamp among the last few lines.
+    # Freshness of the stream: the newest timestamp among the last few lines. Shipper-parsed
+    # times (`batch.ts`, which a replay also rebases) win over the text.
     last_ts = None
-    for text in reversed(lines[-5:]):
-        dt = line_timestamp(text, now)
-        if dt is not None:
-            last_ts = dt.timestamp()
-            break
+    explicit_ts = batch.ts
+    if explicit_ts is not None:
+        known = [t for t in explicit_ts[-5:] if t is not None]
+        if known:
+            last_ts = max(known).timestamp()
+    if last_ts is None:
+        for text in reversed(lines[-5:]):
+            dt = line_timestamp(text, now)
+            if dt is not None:
+                last_ts = dt.timestamp()
+                break
     if last_ts is None:
         last_ts = batch_ts
     if last_ts is not None and (st.last_ts is None or last_ts > st.last_ts):
@@ -170,7 +177,6 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
 
     matches = classifier.scan(lines)
     findings: list[Finding] = []
-    explicit_ts = batch.ts
     memo: dict[int, datetime | None] = {}
     peeled: dict[int, tuple] = {}
     for m in matches:
@@ -196,8 +202,10 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
             findings.append(Finding(
                 kind=m.rule.kind, rule_id=m.rule.id, text=ev.text, event_time=dt, source=key,
                 severity=m.rule.severity, gates=m.rule.gates, fields=dict(m.fields),
-                ref={"file": batch.source.stream, "offset": offset, "line_no": (batch.first_line_no or 0) + m.index
-                     if batch.first_line_no is not None else None},
+                # `file_offset` names the byte offset in the source file (`offset` is a Kafka offset in
+                # EvidenceRef); `batch_index` keeps two hits of one rule in one batch apart.
+                ref={"file": batch.source.stream, "file_offset": offset, "batch_index": m.index,
+                     "line_no": (batch.first_line_no + m.index) if batch.first_line_no is not None else None},
             ))
     return findings
 

@@ -233,7 +233,8 @@ class StreamWorker:
         self.exporter.last_processed.set(time.time())
         if self.store is not None and findings:
             ref = {"topic": topic, "partition": partition, "offset": offset}
-            self.store.add_findings(ev.job_id, [f if f.ref else replace(f, ref=ref) for f in findings])
+            # Keep both: where the line was in its file and where the event sits in Kafka.
+            self.store.add_findings(ev.job_id, [replace(f, ref={**ref, **(f.ref or {})}) for f in findings])
         return None
 
     def _write_back(self, states: dict[bytes, Any]) -> None:
