@@ -32,3 +32,19 @@ def bootstrap_option(required: bool = True) -> Callable[[Callable[..., Any]], Ca
         show_envvar=True,
         help="Kafka bootstrap servers (comma-separated HOST:PORT).",
     )
+
+
+def run_every(interval_secs: float, iterations: int, tick: Callable[[], None]) -> None:
+    """Call `tick` every `interval_secs` until Ctrl-C, or `iterations` times when that is > 0."""
+    import time
+
+    n = 0
+    try:
+        while True:
+            tick()
+            n += 1
+            if iterations and n >= iterations:
+                return
+            time.sleep(interval_secs)
+    except KeyboardInterrupt:
+        return

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import click
 
-from rlhealth.cli.options import bootstrap_option
+from rlhealth.cli.options import bootstrap_option, run_every
 
 
 @click.command()
@@ -44,18 +43,13 @@ def ship(directory: Path, bootstrap: str, job_id: str | None, interval_secs: flo
     except CaptureError as exc:
         click.echo(f"rlhealth ship: {exc}", err=True)
         sys.exit(2)
-    n = 0
+    def tick() -> None:
+        sent = shipper.tick()
+        producer.flush()
+        click.echo(f"shipped {sent} event(s) for {shipper.job_id}", err=True)
+
     try:
-        while True:
-            sent = shipper.tick()
-            producer.flush()
-            click.echo(f"shipped {sent} event(s) for {shipper.job_id}", err=True)
-            n += 1
-            if iterations and n >= iterations:
-                break
-            time.sleep(interval_secs)
-    except KeyboardInterrupt:
-        pass
+        run_every(interval_secs, iterations, tick)
     finally:
         shipper.heartbeat(stopping=True)
         producer.flush()

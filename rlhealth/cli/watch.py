@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import click
+
+from rlhealth.cli.options import run_every
 
 
 @click.command()
@@ -55,21 +56,13 @@ def watch(dirs: tuple[Path, ...], interval_secs: float, metrics_port: int | None
     except CaptureError as exc:
         click.echo(f"rlhealth watch: {exc}", err=True)
         sys.exit(2)
-    n = 0
+    def tick() -> None:
+        for v in watcher.tick():
+            click.echo(v.model_dump_json() if fmt == "json" else render_text(v) + "\n")
+        sys.stdout.flush()
+
     try:
-        while True:
-            for v in watcher.tick():
-                if fmt == "json":
-                    click.echo(v.model_dump_json())
-                else:
-                    click.echo(render_text(v) + "\n")
-                sys.stdout.flush()
-            n += 1
-            if iterations and n >= iterations:
-                break
-            time.sleep(interval_secs)
-    except KeyboardInterrupt:
-        pass
+        run_every(interval_secs, iterations, tick)
     finally:
         if store is not None:
             store.close()

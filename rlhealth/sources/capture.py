@@ -85,17 +85,7 @@ class SourceProblem:
     count: int = 1
 
 
-def _parse_time(v: Any) -> datetime | None:
-    if not isinstance(v, str) or not v.strip():
-        return None
-    s = v.strip()
-    if s.endswith("Z"):
-        s = s[:-1] + "+00:00"
-    try:
-        d = datetime.fromisoformat(s)
-    except ValueError:
-        return None
-    return d.replace(tzinfo=UTC) if d.tzinfo is None else d.astimezone(UTC)
+_parse_time = harbor.parse_iso_utc
 
 
 _STATES = ("pending", "running", "succeeded", "failed", "killed")

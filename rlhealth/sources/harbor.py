@@ -100,8 +100,9 @@ def find_trial_dirs(root: Path) -> list[tuple[Path, str]]:
     return out
 
 
-def _dt(v: Any) -> datetime | None:
-    if not isinstance(v, str) or not v:
+def parse_iso_utc(v: Any) -> datetime | None:
+    """An ISO 8601 / RFC 3339 string as an aware UTC datetime (naive = UTC); None for anything else."""
+    if not isinstance(v, str) or not v.strip():
         return None
     s = v.strip()
     if s.endswith("Z"):
@@ -210,7 +211,7 @@ def _trajectory(path: Path) -> tuple[int | None, list[str], datetime | None, str
         if not isinstance(st, dict):
             continue
         if first is None:
-            first = _dt(st.get("timestamp"))
+            first = parse_iso_utc(st.get("timestamp"))
         if st.get("source") == "agent" and st.get("is_copied_context") is not True:
             turns += 1
             texts.append(_text_of(st.get("message")))
@@ -303,7 +304,7 @@ def read_trial_dir(
         turns = 0  # agent_result is null only when the trial failed before the agent ran (§1.4)
 
     # times
-    started_at = _dt(res.get("started_at")) if res is not None else None
+    started_at = parse_iso_utc(res.get("started_at")) if res is not None else None
     if started_at is None:
         started_at = traj_first
     if started_at is None and (trial_dir / "trial.log").exists():
@@ -343,14 +344,14 @@ def read_trial_dir(
         if ei is not None:
             exc_type = ei.get("exception_type") if isinstance(ei.get("exception_type"), str) else None
             exc_msg = ei.get("exception_message") if isinstance(ei.get("exception_message"), str) else None
-        finished_at = _dt(res.get("finished_at"))
+        finished_at = parse_iso_utc(res.get("finished_at"))
         if started_at is not None and finished_at is not None:
             timings["total"] = (finished_at - started_at).total_seconds()
         phase_end: datetime | None = None
         for ph in _TIMING_PHASES:
             ti = res.get(ph)
             if isinstance(ti, dict):
-                a, b = _dt(ti.get("started_at")), _dt(ti.get("finished_at"))
+                a, b = parse_iso_utc(ti.get("started_at")), parse_iso_utc(ti.get("finished_at"))
                 if a is not None and b is not None:
                     timings[ph] = (b - a).total_seconds()
                 if b is not None and (phase_end is None or b > phase_end):
@@ -359,7 +360,7 @@ def read_trial_dir(
         if isinstance(times, list) and times:
             timings["llm"] = sum(x for x in times if isinstance(x, (int, float)) and not isinstance(x, bool)) / 1000.0
         if finished_at is None:
-            finished_at = phase_end or (_dt(ei.get("occurred_at")) if ei else None)
+            finished_at = phase_end or (parse_iso_utc(ei.get("occurred_at")) if ei else None)
     else:
         r = salvage.get("reward")
         reward = _finite(float(r)) if r is not None else None
