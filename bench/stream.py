@@ -193,6 +193,9 @@ def main() -> int:
     ap.add_argument("--tick-secs", type=float, default=10.0)
     ap.add_argument("--load-fraction", type=float, default=0.5,
                     help="background load during the latency probes, as a fraction of the measured rate")
+    ap.add_argument("--load-lines-per-s", type=float, default=None,
+                    help="background load during the latency probes in lines/s (overrides --load-fraction); "
+                         "125000 = half of the 250k lines/s target")
     ap.add_argument("--signal-ratio", type=float, default=0.02,
                     help="share of lines taken from a scenario's (signature-dense) logs; 1.0 = worst case")
     args = ap.parse_args()
@@ -246,7 +249,9 @@ def main() -> int:
               f"10%..90% of the backlog in {hi - lo:.1f}s", flush=True)
 
         # ---- latency under ~half that load
-        load_rate = rate * args.load_fraction / LINES_PER_BATCH  # messages/s
+        load_lines = args.load_lines_per_s if args.load_lines_per_s is not None else rate * args.load_fraction
+        load_rate = load_lines / LINES_PER_BATCH  # messages/s
+        print(f"latency probes under a background load of {load_lines:,.0f} lines/s", flush=True)
         probes = {f"probe-{k:04d}": make_batch(f"probe-{k:04d}", k, [f"2026-11-29T10:20:02Z {FAULT}"])
                   for k in range(args.probes)}
         lat, missing = asyncio.run(_measure_latency(bootstrap, catalog, templates, probes, load_rate,
