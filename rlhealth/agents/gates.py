@@ -291,7 +291,7 @@ def gate_a(ctx: Context, restarts: RestartResult) -> GateResult:
                      f"({ctx.cadence_source})")
         parts = [stale_txt]
         if hang_recent:
-            g.signals.append(HANG_SIGNALS[hang_recent[0][0]])
+            g.signals.extend(dict.fromkeys(HANG_SIGNALS[n] for n, _ in hang_recent[:3]))
             parts.append(" + ".join(sorted({HANG_SIGNALS[n] for n, _ in hang_recent})))
             for n, s in hang_recent[:3]:
                 g.evidence.extend(s.evidence[:2])

@@ -33,6 +33,8 @@ FIXES: dict[str, list[str]] = {
         "the supervisor.",
     ],
     "nccl_hang_ep": [
+        "Before killing, capture the NCCL flight-recorder dump (TORCH_NCCL_DUMP_ON_TIMEOUT) and the rank-0 logs "
+        "(Ray raylet.out / worker-*.err where Ray is used): they name the hung collective (SeqNum/OpType) and rank.",
         "Root cause is a hang in a policy-mesh collective (FSDP x EP), not an OOM: check the expert-parallel (EP) "
         "geometry and NCCL settings on the new mesh; relaunch on a validated geometry or hold for the supervisor.",
     ],
@@ -186,9 +188,11 @@ def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: Restart
             causes = [fails[k].cause for k in order if k in fails and fails[k].cause]
             if doomed and r.failure_class and r.failure_class not in causes:
                 causes.insert(0, r.failure_class)
-            lead = primary.summary if primary else r.summary
-            reasoning = (f"{'Gate ' + ', '.join(fails) + ' FAIL' if fails else 'Restart-burn'}: "
-                         f"{_first_sentence(lead)}. Load-bearing signals: {'; '.join(dict.fromkeys(signals))}.")
+            what = ("Gate " + ", ".join(fails) + " FAIL" if fails else "Restart-burn")
+            if a.status == "FAIL":
+                what += f" (job {a.job_status})"
+            reasoning = (f"{what} with no benign or transient explanation, so the recommendation is KILL. "
+                         f"Load-bearing signals: {'; '.join(dict.fromkeys(signals))}.")
             if doomed:
                 reasoning += (f" {r.burned}/{r.max if r.max is not None else '?'} restarts burned, remaining "
                               f"{remaining if remaining is not None else '?'}, same failure each attempt: the job is "
@@ -196,7 +200,7 @@ def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: Restart
             if new_bits:
                 reasoning += f" New/untested in this run: {new_bits}."
             if "nccl_hang" in causes and _expert_parallel(ctx):
-                causes.insert(causes.index("nccl_hang") + 1, "nccl_hang_ep")
+                causes[causes.index("nccl_hang")] = "nccl_hang_ep"
             seen = set()
             for cause in causes or [None]:
                 for step in _fix_for(cause, primary.cause_detail if primary else ""):
