@@ -66,6 +66,8 @@ def make_app(
     # faust keeps a data directory even with the memory store; never in the working directory
     datadir = datadir or os.environ.get("RLHEALTH_FAUST_DATADIR") or os.path.join(
         tempfile.gettempdir(), "rlhealth-faust", f"{gid}-{os.getpid()}")
+    # faust creates only the last path component: make sure its parent exists (a fresh /tmp has none).
+    os.makedirs(os.path.dirname(os.path.abspath(datadir)), exist_ok=True)
     app = faust.App(
         gid,
         datadir=datadir,
