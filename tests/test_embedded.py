@@ -134,3 +134,26 @@ def test_watch_exports_job_gauges() -> None:
     value = exporter.registry.get_sample_value("rlhealth_job_verdict_kill", {"job_id": job})
     assert value == 0.0
     assert exporter.registry.get_sample_value("rlhealth_job_generation_tokens_per_second", {"job_id": job}) > 0
+
+
+def test_capture_of_pure_garbage_is_unknown_never_healthy(tmp_path: Path) -> None:
+    import random
+
+    rnd = random.Random(11)
+    cap = tmp_path / "garbage"
+    for sub in ("logs/ray/node", "gpu", "pods", "config", "trace_jobs/t1__x/agent"):
+        (cap / sub).mkdir(parents=True)
+    (cap / "capture.json").write_text(json.dumps({"job_id": "g", "cluster": "x", "scheduler": "kubernetes",
+                                                   "captured_at": "2026-11-29T10:00:00Z"}))
+    blob = lambda n: bytes(rnd.getrandbits(8) for _ in range(n))  # noqa: E731
+    for rel in ("job.json", "state.jsonl", "sacct.txt", "logs/pod_rank0.log", "logs/ray/node/raylet.out",
+                "gpu/host.csv", "gpu/host.apps.csv", "pods/2026-11-29T09:59:00Z.json", "config/c.yaml",
+                "trace_jobs/t1__x/result.json", "trace_jobs/t1__x/agent/trajectory.json",
+                "trace_jobs/t1__x/config.json"):
+        (cap / rel).write_bytes(blob(5000) + b"\n" + b"\x00" * 100 + blob(3000))
+    (cap / "logs" / "huge.log").write_bytes(b"A" * (3 * 1024 * 1024) + b"\n")  # one 3 MB line
+    proc = run_cli("probe", str(cap), "--format", "json")
+    assert proc.returncode == 0, proc.stderr  # NO-KILL: nothing here proves a fault
+    v = Verdict.model_validate_json(proc.stdout)
+    assert v.job_status == "UNKNOWN" and v.gates.A.status == "UNKNOWN"
+    assert v.gates.B.status != "PASS" and v.gates.C.status != "PASS"

@@ -336,6 +336,8 @@ def gate_a(ctx: Context, restarts: RestartResult) -> GateResult:
             g.summary = f"{poll_txt}; no trainer progress lines recognised and logs are not fresh"
             return g
         g.status = "UNKNOWN" if not ctx.engines_generating else "PASS"
+        if sc.state != "running" and not ctx.engines_generating:
+            g.job_status = "UNKNOWN"  # fresh bytes alone prove nothing: no scheduler view, no recognised progress
         g.summary = f"{poll_txt}; logs fresh but no trainer progress lines recognised yet. {freshness}"
         g.watch.append("the first training step")
         return g
