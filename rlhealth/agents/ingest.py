@@ -101,12 +101,14 @@ def note_signal(state: JobHealth, signal: str, ev: Ev, attempt: int | None) -> S
     if ev.ts is not None:
         stat.first_ts = ev.ts if stat.first_ts is None else min(stat.first_ts, ev.ts)
         stat.last_ts = ev.ts if stat.last_ts is None else max(stat.last_ts, ev.ts)
-    # Keep the first piece of evidence and the latest ones.
-    if len(stat.evidence) < MAX_EVIDENCE_PER_SIGNAL:
-        stat.evidence.append(ev)
-    else:
-        stat.evidence[-1] = ev
-        stat.evidence.sort(key=lambda e: (e.ts or 0.0))
+    # Keep the first pieces of evidence and the latest one (per-signal hot path: no sorting).
+    evidence = stat.evidence
+    if len(evidence) < MAX_EVIDENCE_PER_SIGNAL:
+        evidence.append(ev)
+        if len(evidence) > 1 and (ev.ts or 0.0) < (evidence[-2].ts or 0.0):
+            evidence.sort(key=lambda e: (e.ts or 0.0))
+    elif ev.ts is None or evidence[-1].ts is None or ev.ts >= evidence[-1].ts:
+        evidence[-1] = ev
     if attempt is not None and attempt not in stat.attempts and len(stat.attempts) < 16:
         stat.attempts.append(attempt)
     return stat
@@ -327,14 +329,13 @@ def _engine_sample(eng: EngineState, ts: float, gen: float, prompt: float, runni
     if last is not None and 0 <= ts - last[0] < ENGINE_BUCKET_S:
         n = last[6]
         k = n + 1
-        eng.samples[-1] = (last[0], round((last[1] * n + gen) / k, 1), round((last[2] * n + prompt) / k),
-                           round((last[3] * n + running) / k, 1), round((last[4] * n + waiting) / k, 1),
-                           max(last[5], round(kv, 1)), k)
+        # Running means (msgpack stores a float in 9 bytes however it is rounded).
+        eng.samples[-1] = (last[0], (last[1] * n + gen) / k, (last[2] * n + prompt) / k,
+                           (last[3] * n + running) / k, (last[4] * n + waiting) / k, max(last[5], kv), k)
         eng.last_gen = gen
         eng.last_running = running
         return
-    push_capped(eng.samples, (round(ts), round(gen, 1), round(prompt), running, waiting, round(kv, 1), 1),
-                MAX_ENGINE_SAMPLES)
+    push_capped(eng.samples, (round(ts), gen, prompt, running, waiting, kv, 1), MAX_ENGINE_SAMPLES)
     eng.last_gen = gen
     eng.last_running = running
 

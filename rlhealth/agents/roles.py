@@ -7,6 +7,7 @@ for a frozen trainer (the colocated-engine deception).
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from rlhealth.agents.normalize import Prefix
 
@@ -79,6 +80,7 @@ def generation_of_pod(pod: str | None) -> int | None:
     return int(m.group(1)) if m else None
 
 
+@lru_cache(maxsize=4096)  # pure; an engine prints the same prefixes on every stats line
 def engine_identity(prefixes: tuple[Prefix, ...], label: str | None, stream: str | None = None) -> str:
     """Every Ray-launched engine prints "Engine 000", so the process prefix is part of the identity."""
     parts = []
