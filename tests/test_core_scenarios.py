@@ -391,3 +391,25 @@ def test_grad_norm_explosion_and_entropy_collapse_are_flagged(core) -> None:
     assert v.gates.B.status == "FAIL"
     assert "grad-norm explosion" in v.gates.B.summary and "entropy collapse" in v.gates.B.summary
     assert v.verdict == "KILL"  # two independent training-dynamics signals
+
+
+def test_crash_loop_without_progress_is_wedged(core) -> None:
+    job = Job(core).spec().states(0, 120, every=5)
+    job.steps(0, 45, step_min=15)  # reaches step 3, then every restart dies before finishing a step
+    for minute, restarts, reasons in ((60, 1, ["OOMKilled"]), (80, 2, ["OOMKilled"]), (100, 3, ["CrashLoopBackOff"]),
+                                      (118, 4, ["OOMKilled"])):
+        job.state(minute, pod_statuses=[PodStatus(name="pod-0", phase="Running", restart_count=restarts,
+                                                  reasons=reasons, exit_code=137)])
+    v = job.judge(120)
+    assert v.job_status == "WEDGED" and v.gates.A.status == "FAIL" and "crash loop" in v.gates.A.summary
+    assert v.verdict == "KILL" and v.gates.B.status == "FAIL"
+    assert "memory" in v.next_steps[0].lower() or "oom" in v.next_steps[0].lower()
+
+
+def test_restarts_with_progress_are_not_a_crash_loop(core) -> None:
+    job = healthy(Job(core))
+    for minute, restarts in ((30, 1), (60, 2), (90, 3)):
+        job.state(minute, pod_statuses=[PodStatus(name="pod-0", phase="Running", restart_count=restarts,
+                                                  reasons=["Error"], exit_code=1)])
+    v = job.judge(121)
+    assert "crash loop" not in v.gates.A.summary and v.gates.A.status == "PASS"

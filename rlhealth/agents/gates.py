@@ -282,6 +282,17 @@ def gate_a(ctx: Context, restarts: RestartResult) -> GateResult:
         g.summary = "no state poll and no logs: blind, which is never healthy"
         return g
 
+    loop = _crash_loop(ctx)
+    if loop is not None:
+        g.status, g.job_status = "FAIL", "WEDGED"
+        g.summary = f"{poll_txt}; {loop}. {freshness}"
+        g.signals = ["pods crash-looping", "no training progress across restarts"]
+        ev = state.sched.pod_reason_examples.get("CrashLoopBackOff") or next(iter(state.sched.pod_reason_examples.values()), None)
+        if ev is not None:
+            g.evidence.append(ev)
+        g.cause = "crash_loop"
+        return g
+
     hang_recent = [(n, s) for n, s in hang if tr.last_progress_ts is None or (s.last_ts or 0) >= tr.last_progress_ts - 60]
     death_recent = [(n, s) for n, s in ray_deaths if tr.last_progress_ts is None or (s.last_ts or 0) >= tr.last_progress_ts - 60]
     if ctx.trainer_stale and (hang_recent or death_recent):
@@ -351,6 +362,24 @@ def gate_a(ctx: Context, restarts: RestartResult) -> GateResult:
     g.watch.append(f"trainer progress going silent beyond ~{_fmt_age(ctx.stale_threshold_s)} together with an NCCL "
                    "watchdog or Ray worker death (→ WEDGED, KILL)")
     return g
+
+
+def _crash_loop(ctx: Context) -> str | None:
+    """Pods restarting again and again while training never gets past where it was: a crash loop."""
+    sc = ctx.state.sched
+    hist = [h for h in sc.restart_history if h[0] >= ctx.now - 3600]
+    recent_backoff = sc.crashloop_ts is not None and sc.crashloop_ts >= ctx.now - 3600 and sc.max_pod_restarts >= 3
+    looping = recent_backoff or (len(hist) >= 2 and hist[-1][1] - hist[0][1] >= 2)
+    if not looping or not sc.restart_history:
+        return None
+    before, now_step = sc.step_at_first_restart, ctx.state.trainer.last_step
+    if before is not None and now_step is not None and now_step > before:
+        return None  # restarts, but training moves on: not a loop
+    first_ts = sc.restart_history[0][0]
+    return (f"crash loop: pods restarted {sc.max_pod_restarts} times"
+            + (" (CrashLoopBackOff within the hour)" if recent_backoff else "")
+            + (f", training stuck at step {now_step}" if now_step is not None else ", no training progress")
+            + f" since the first restart {_fmt_age(ctx.now - first_ts)} ago")
 
 
 def _freshness_text(ctx: Context) -> str:

@@ -621,6 +621,15 @@ def step_job_state(state: JobHealth, poll: JobStatePoll, now: datetime) -> None:
             for a in poll.attempts[-16:]
         ]
     _touch_role(state, roles.SCHEDULER, ts)
+    if poll.pod_statuses:
+        sc.last_pod_reasons = sorted({r for pod in poll.pod_statuses[:64] for r in pod.reasons[:4]})[:8]
+        if "CrashLoopBackOff" in sc.last_pod_reasons:
+            sc.crashloop_ts = ts
+        restarts = max(pod.restart_count for pod in poll.pod_statuses[:64])
+        if restarts > sc.max_pod_restarts:
+            if sc.step_at_first_restart is None:
+                sc.step_at_first_restart = state.trainer.last_step
+            push_capped(sc.restart_history, (round(ts), restarts), 8)
     for pod in poll.pod_statuses[:64]:
         sc.max_pod_restarts = max(sc.max_pod_restarts, pod.restart_count)
         for reason in pod.reasons[:4]:

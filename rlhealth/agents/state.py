@@ -154,6 +154,10 @@ class SchedulerState(msgspec.Struct):
     pod_reasons: dict[str, int] = msgspec.field(default_factory=dict)
     pod_reason_examples: dict[str, Ev] = msgspec.field(default_factory=dict)
     max_pod_restarts: int = 0
+    last_pod_reasons: list[str] = msgspec.field(default_factory=list)  # reasons in the newest poll only
+    restart_history: list[tuple[int, int]] = msgspec.field(default_factory=list)  # (ts, max restarts) on change
+    step_at_first_restart: int | None = None  # trainer step when pods first restarted
+    crashloop_ts: float | None = None  # newest poll that showed CrashLoopBackOff
 
 
 class MetricHistory(msgspec.Struct):

@@ -21,6 +21,10 @@ FIXES: dict[str, list[str]] = {
         "if engines are colocated, lower gpu_memory_utilization.",
         "Relaunch only on the corrected setting: every retry so far has reproduced the OOM.",
     ],
+    "crash_loop": [
+        "The pods are crash-looping: read the last terminated container's reason and exit code (kubectl describe "
+        "pod / lastState) and the log tail before each restart; fix that root cause before relaunching.",
+    ],
     "host_oom": [
         "Host OOM (OOMKilled / oom-killer): raise the pod memory limit or cut host-side buffers "
         "(dataloader workers, Ray object store, CPU offload size) before relaunching.",
@@ -199,6 +203,8 @@ def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: Restart
                               f"deterministically doomed.")
             if new_bits:
                 reasoning += f" New/untested in this run: {new_bits}."
+            if "crash_loop" in causes and len(causes) > 1:
+                causes.append(causes.pop(causes.index("crash_loop")))  # the specific cause's fix comes first
             if "nccl_hang" in causes and _expert_parallel(ctx):
                 causes[causes.index("nccl_hang")] = "nccl_hang_ep"
             seen = set()
