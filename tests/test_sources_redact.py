@@ -178,3 +178,18 @@ def test_lines_holding_newlines_fall_back_to_per_line() -> None:
     lines = ["x\nHF_TOKEN=hf_82013224c91143fd83fa4ae7a45ed81761", "plain"]
     assert redact_lines(lines) == 1
     assert lines[0] == "x\nHF_TOKEN=" + MASK
+
+
+def test_state_errors_and_pod_messages_are_redacted() -> None:
+    from rlhealth.schemas import Source
+    from rlhealth.sources.capture import parse_state_line
+    from rlhealth.sources.kubectl import pod_statuses_from_json
+
+    token = "sk-" + "A1b2C3d4" * 5
+    line = ('{"ts": "2026-11-29T10:00:00Z", "state": "failed", "attempts": [{"attempt": 0, "terminal_state": '
+            '"failed", "error": "openai.AuthenticationError: Incorrect API key provided: %s"}]}' % token)
+    poll = parse_state_line(line, job_id="j", source=Source(), scheduler="kubernetes")
+    assert token not in poll.attempts[0].error and "AuthenticationError" in poll.attempts[0].error
+    pods = {"items": [{"metadata": {"name": "p-0"}, "status": {"phase": "Failed", "message": f"Authorization: Bearer {token}"}}]}
+    statuses = pod_statuses_from_json(pods)
+    assert all(token not in (s.message or "") for s in statuses)

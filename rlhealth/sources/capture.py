@@ -53,6 +53,7 @@ from rlhealth.schemas.events import (
 from rlhealth.sources import harbor, kubectl, slurm
 from rlhealth.sources.logfiles import CHUNK_BYTES, LogReader, slurm_leg_order, source_for
 from rlhealth.sources.nvidia_smi import GpuCsvParser, attach_apps, parse_compute_apps_csv
+from rlhealth.sources.redact import redact
 from rlhealth.sources.resolved_config import load_config_files, spec_facts
 
 UTC = timezone.utc
@@ -113,9 +114,16 @@ def parse_state_line(line: str | bytes, *, job_id: str, source: Source, schedule
         preemption_count=obj.get("preemption_count"),
         attempt=obj.get("attempt"),
         max_retries=obj.get("max_retries"),
-        attempts=obj.get("attempts") or [],
+        attempts=[_redacted_attempt(a) for a in obj.get("attempts") or []],
         scheduler=scheduler if scheduler in _SCHEDULERS else None,  # type: ignore[arg-type]
     )
+
+
+def _redacted_attempt(a: Any) -> Any:
+    # An attempt's error text is a log excerpt too: it can carry a token.
+    if isinstance(a, dict) and isinstance(a.get("error"), str):
+        return {**a, "error": redact(a["error"])}
+    return a
 
 
 def pod_snapshot_poll(pods: list, t: datetime, timeline: list[JobStatePoll], *, job_id: str,

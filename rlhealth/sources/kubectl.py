@@ -25,6 +25,7 @@ from typing import Any, Iterable
 import orjson
 
 from rlhealth.schemas.events import JobState, PodStatus
+from rlhealth.sources.redact import redact
 
 UTC = timezone.utc
 MAX_PODS = 256
@@ -99,7 +100,7 @@ def pod_status(pod: dict, fallback_name: str = "pod") -> PodStatus:
         restart_count=restarts,
         reasons=reasons,
         exit_code=exit_code if exit_code is not None else last_exit,
-        message=next((m.strip()[:1000] for m in messages if m and m.strip()), None),
+        message=next((redact(m.strip()[:1000]) for m in messages if m and m.strip()), None),
     )
 
 
