@@ -413,3 +413,15 @@ def test_restarts_with_progress_are_not_a_crash_loop(core) -> None:
                                                   reasons=["Error"], exit_code=1)])
     v = job.judge(121)
     assert "crash loop" not in v.gates.A.summary and v.gates.A.status == "PASS"
+
+
+def test_attempts_told_apart_from_logs_alone(core) -> None:
+    """No state poll at all: pod generations in a finelog still show the same crash on every attempt."""
+    job = Job(core).spec(max_retries=None)
+    job.steps(0, 30, step_min=15)
+    job.log(28, oom_traceback(at(28), "rl-pod-0-abc-0"), stream="logs/finelog.log")
+    job.steps(35, 50, step_min=15, first_step=1)
+    job.log(65, oom_traceback(at(65), "rl-pod-0-abc-1"), stream="logs/finelog.log")
+    v = job.judge(70)
+    assert v.restarts.burned == 1 and v.restarts.same_failure is True
+    assert v.verdict == "KILL"

@@ -122,8 +122,8 @@ def build_context(state: JobHealth, now_dt: datetime, table: ThroughputTable) ->
             stale = stale or (open_phase[1] > max(3.0 * open_phase[2], open_phase[2] + 900.0)
                               and since > max(open_phase[2] + 900.0, 1200.0))
     sc = state.sched
-    terminal = sc.state in ("failed", "killed", "succeeded") or (
-        sc.state not in (None, "pending", "unknown") and sc.pods == 0)
+    # "failed/killed/absent, or 0 pods": a scheduler view with no pods left (and not waiting to start) is terminal.
+    terminal = sc.state in ("failed", "killed", "succeeded") or (sc.state not in (None, "pending") and sc.pods == 0)
     current_attempt = sc.attempt
     fatal_tb = None
     for tb in reversed(state.tracebacks):
@@ -832,6 +832,21 @@ def restart_burn(ctx: Context) -> RestartResult:
     elif sc.state is not None:
         r.burned = 0
     failures: list[tuple[str, str, int | None, Ev]] = []  # (class, fingerprint, attempt, evidence)
+    if sc.attempt is None and not sc.attempts:
+        # No scheduler view of attempts: the logs still tell them apart (pod generations, SLURM legs).
+        by_attempt: dict[int, TracebackRec] = {}
+        for t in state.tracebacks:
+            if t.fatal and t.attempt is not None:
+                by_attempt[t.attempt] = t
+        if by_attempt:
+            last = max(by_attempt)
+            r.burned = last
+            for att in sorted(by_attempt):
+                if att < last or ctx.terminal:
+                    t = by_attempt[att]
+                    text = f"{t.exc_type}: {t.message}"
+                    failures.append((failure_class_of(text), t.fingerprint, att,
+                                     Ev(t.ts, t.stream, f"attempt {att}: {text}", "traceback")))
     for a in burned_prior:
         if (a[1] or "").lower() in ("timeout", "cancelled", "canceled", "killed", "preempted"):
             continue  # not a crash: a chain restart, a person's cancel, or the cluster's doing
@@ -852,7 +867,6 @@ def restart_burn(ctx: Context) -> RestartResult:
         tb = ctx.fatal_tb
         failures.append((failure_class_of(f"{tb.exc_type}: {tb.message}"), tb.fingerprint, tb.attempt,
                          Ev(tb.ts, tb.stream, f"attempt {tb.attempt}: {tb.exc_type}: {tb.message}", "traceback")))
-    # Failures known only from logs (finelog spans attempts): enrich prior attempts without an error text.
     if not r.burned:
         r.same_failure = None
         r.summary = "none"
@@ -870,8 +884,8 @@ def restart_burn(ctx: Context) -> RestartResult:
     if not dead_now and not ctx.terminal:
         r.same_failure = False
         klass = failures[0][0] if failures else "unknown"
-        r.summary = (f"prior attempt failed ({klass}); the current attempt is alive"
-                     + (" — transient, recovered" if klass in TRANSIENT_CLASSES or klass != "unknown" else ""))
+        r.summary = (f"prior attempt failed ({klass}); the current attempt is alive — recovered"
+                     + (", a transient failure" if klass in TRANSIENT_CLASSES else ""))
         return r
     r.same_failure = False if len(classes) > 1 else None
     r.summary = "attempts failed differently: " + ", ".join(sorted(classes)) if len(classes) > 1 else \

@@ -156,8 +156,9 @@ def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: Restart
         verdict, confidence = "NO-KILL", "high"
         det = "deterministic" if r.same_failure else ("transient" if a.transient else "not shown to be transient")
         pods = f" with {ctx.state.sched.pods} pods" if ctx.state.sched.pods is not None else ""
-        reasoning = (f"The scheduler reports the job {ctx.state.sched.state}{pods}, so "
-                     f"there is nothing left to kill. Root cause: {a.cause_detail[:300] or 'no traceback captured'} "
+        seen_as = (f"reports the job {ctx.state.sched.state}{pods}" if ctx.state.sched.state != "unknown"
+                   else "shows no pods left")
+        reasoning = (f"The scheduler {seen_as}, so there is nothing left to kill. Root cause: {a.cause_detail[:300] or 'no traceback captured'} "
                      f"({det}).")
         if r.burned:
             reasoning += f" Restarts: {r.burned}/{r.max if r.max is not None else '?'} burned; {r.summary}."
