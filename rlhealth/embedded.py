@@ -41,6 +41,13 @@ def _notes(problems) -> list[tuple[str, str, str]]:
     return [(p.gate, p.problem, p.note) for p in problems if getattr(p, "gate", None) in ("A", "B", "C")]
 
 
+def _until(events: Iterable[EventBase], when: datetime) -> Iterator[EventBase]:
+    """Judging "as of" an earlier time sees only what had happened by then (the job spec always)."""
+    for event in events:
+        if event.kind == "job_spec" or event.event_time <= when:  # type: ignore[attr-defined]
+            yield event
+
+
 def run_events(core: HealthCore, job_id: str, events: Iterable[EventBase], now: datetime,
                on_findings: Callable[[str, list[Finding]], None] | None = None,
                on_event: Callable[[EventBase], None] | None = None) -> tuple[JobHealth, int, int]:
@@ -75,7 +82,9 @@ def probe(capture_dir: Path, core: HealthCore, now: datetime | None = None,
     t0 = time.perf_counter()
     cap = open_capture(Path(capture_dir), batch_lines=batch_lines)
     when = now or cap.info.captured_at
-    n_workers = _probe_workers(cap.log_files(), workers)
+    # Workers replay matches batch by batch; judging "as of" an earlier time drops batches, so that path
+    # stays in one process.
+    n_workers = _probe_workers(cap.log_files(), workers) if now is None else 0
     if n_workers >= 2:
         with _LogPool(core.classifier, n_workers, len(cap.log_files())) as pool:
             step_core = copy.copy(core)
@@ -84,7 +93,8 @@ def probe(capture_dir: Path, core: HealthCore, now: datetime | None = None,
             state, n_events, n_findings = run_events(step_core, cap.info.job_id, events, when, on_findings,
                                                      progress)
     else:
-        state, n_events, n_findings = run_events(core, cap.info.job_id, cap.events(), when, on_findings, progress)
+        events = cap.events() if now is None else _until(cap.events(), when)
+        state, n_events, n_findings = run_events(core, cap.info.job_id, events, when, on_findings, progress)
     verdict = core.judge(state, when)
     verdict = apply_source_notes(verdict, _notes(cap.problems))
     verdict = verdict.model_copy(update={"captured": str(capture_dir)})

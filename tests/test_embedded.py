@@ -157,3 +157,13 @@ def test_capture_of_pure_garbage_is_unknown_never_healthy(tmp_path: Path) -> Non
     v = Verdict.model_validate_json(proc.stdout)
     assert v.job_status == "UNKNOWN" and v.gates.A.status == "UNKNOWN"
     assert v.gates.B.status != "PASS" and v.gates.C.status != "PASS"
+
+
+@pytest.mark.skipif(not (shared_dir() / "scenarios" / "colocated_deception_wedge").is_dir(), reason="shared scenarios absent")
+def test_probe_as_of_an_earlier_time_sees_only_the_past_and_a_stale_view_is_blind() -> None:
+    cap = shared_dir() / "scenarios" / "colocated_deception_wedge" / "capture"
+    before = probe(cap, build_core(), now=datetime(2026, 6, 28, 17, 0, tzinfo=timezone.utc)).verdict
+    assert before.verdict == "NO-KILL" and before.job_status == "ALIVE"  # the hang starts later
+    later = probe(cap, build_core(), now=datetime(2026, 12, 1, tzinfo=timezone.utc)).verdict
+    assert later.verdict == "NO-KILL" and later.job_status == "UNKNOWN" and later.escalate
+    assert "cannot see the job" in later.gates.A.summary

@@ -36,6 +36,7 @@ RAY_DEATH_SIGNALS = {
 }
 OOM_SIGNALS = {"cuda_oom": "CUDA out of memory", "host_oom": "host OOM kill", "oom_killed": "OOMKilled"}
 WEIGHT_SYNC_PHASES = ("sync_weights", "weight_sync", "broadcast_to_inference_engines")
+STALE_VIEW_S = 1800.0  # no event of any kind (state polls included) for this long: the monitor is blind
 
 
 @dataclass
@@ -254,6 +255,16 @@ def gate_a(ctx: Context, restarts: RestartResult) -> GateResult:
         g.evidence.extend(root_ev)
         g.cause = "terminal"
         g.cause_detail = root or ""
+        return g
+
+    newest = max((t for t in (state.last_event_ts, sc.last_ts) if t is not None), default=None)
+    if newest is not None and now - newest > STALE_VIEW_S:
+        # Even the scheduler's polls stopped: that is our blindness (a dead poller or shipper), not
+        # evidence about the job. Say so and escalate; never KILL on it.
+        g.status, g.job_status, g.escalate = "UNKNOWN", "UNKNOWN", True
+        g.summary = (f"no data at all for {_fmt_age(now - newest)} (newest event {_iso(newest)}; {poll_txt}): the "
+                     f"monitor cannot see the job, which is not the same as the job being silent")
+        g.watch.append("restore the state poller / shipper for this job, then re-probe")
         return g
 
     hang = _latest_signal(state, HANG_SIGNALS, ctx.current_attempt)
