@@ -1,7 +1,6 @@
 import json
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from rlhealth.cli.classify import classify, rules

@@ -21,7 +21,6 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import orjson
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 

@@ -35,7 +35,6 @@ RAY_DEATH_SIGNALS = {
     "raylet_died": "raylet died",
 }
 OOM_SIGNALS = {"cuda_oom": "CUDA out of memory", "host_oom": "host OOM kill", "oom_killed": "OOMKilled"}
-WEIGHT_SYNC_PHASES = ("sync_weights", "weight_sync", "broadcast_to_inference_engines")
 STALE_VIEW_S = 1800.0  # no event of any kind (state polls included) for this long: the monitor is blind
 
 

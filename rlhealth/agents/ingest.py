@@ -42,7 +42,6 @@ from rlhealth.agents.state import (
     SignalStat,
     StreamState,
     TracebackRec,
-    TrialStats,
     push_capped,
 )
 from rlhealth.agents.tracebacks import fingerprint
@@ -50,7 +49,6 @@ from rlhealth.schemas import GpuPoll, JobEnded, JobSpec, JobStatePoll, LogBatch,
 
 # Kinds whose matches become findings (kept as forensic evidence); metric/progress lines are too many.
 FINDING_KINDS = frozenset({"death", "wedge", "oom", "nccl", "engine", "ray", "hardware", "infra", "config", "weight_sync"})
-FAULT_KINDS = frozenset({"death", "wedge", "oom", "nccl", "engine", "ray", "hardware", "infra"})
 # Trainer phases that count as progress when they start or finish.
 PROGRESS_SIGNALS = frozenset({"timer_start", "timer_finish", "trainer_step", "trainer_metrics", "reward_summary"})
 # Exception types that are trial-level passthroughs in healthy runs, never a job death by themselves.
@@ -666,7 +664,4 @@ def step_heartbeat(state: JobHealth, hb: ShipperHeartbeat, now: datetime) -> Non
 def step_job_ended(state: JobHealth, ev: JobEnded, now: datetime) -> None:
     state.ended = True
 
-
-def trial_stats_empty(stats: TrialStats) -> bool:
-    return stats.started == 0 and stats.completed == 0
 

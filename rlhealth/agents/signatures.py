@@ -22,7 +22,6 @@ dropped (metric/progress/config/weight_sync matches are kept).
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 

@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _lib import (  # noqa: E402
-    ESC, Capture, Log, TrialSpec, cr_progress, dt, gpu_csv, gpu_uuids, iso, loguru, md, ray_pfx, ray_py,
+    ESC, Capture, Log, TrialSpec, cr_progress, dt, gpu_csv, gpu_uuids, iso, loguru, ray_pfx, ray_py,
     state_rows, tqdm_bar, v0_stats, v1_stats, vllm_033, vllm_proc_pfx, vllm_v0, vllm_v1, write_trial, pytest_stdout,
 )
 from _tasks import EASY, HARD, coherent_turns, hard_turns, hard_verifier, salad_turns  # noqa: E402
@@ -429,7 +429,7 @@ use_wandb: true
               f"'reward': {0.31 + 0.02 * i:.4f}, 'response_length': {1710 + rng.random() * 80:.1f}, 'timing/make_experience': {gen + 61:.1f}, "
               f"'timing/ppo_train': {88 + rng.random() * 9:.1f}, 'timing/broadcast': {6.1 + rng.random():.1f}, 'timing/generation': {gen:.1f}, "
               f"'timing/step_total': {gen + 170:.1f}}}"))
-        d.add(te + S(0.2), PT + tqdm_bar(f"Episode [1/1]", i + 1, 78, f"{int((te - gen_start).total_seconds() // 60)}:00", "55:12:00", "2653.20s/it"))
+        d.add(te + S(0.2), PT + tqdm_bar("Episode [1/1]", i + 1, 78, f"{int((te - gen_start).total_seconds() // 60)}:00", "55:12:00", "2653.20s/it"))
     for pid, _ in eng:
         engine_stats_v1(d, ray_pfx("LLMRayActor", pid), gen_start, now - S(3), rng, every=10, gen=(31, 58), run=(44, 64),
                         wait=(0, 1), kv=(6, 14), prefix=(40, 55), file_line="loggers.py:111")
@@ -628,9 +628,9 @@ trainer:
                                                                             max(2, 256 - 30 * k), 0, 30 + 5 * k, 4.1)))
         t += S(190)
         if t < killed_at:
-            log.add(t, TR + f"step:41 - actor/entropy:0.3911 - actor/pg_loss:-0.0031 - actor/grad_norm:0.2210 - critic/score/mean:0.6172 - "
-                            f"response_length/mean:388.1 - timing_s/gen:47.20 - timing_s/old_log_prob:31.90 - timing_s/update_actor:118.41 - "
-                            f"timing_s/update_weights:14.02 - timing_s/step:211.53 - training/global_step:41 - training/epoch:0")
+            log.add(t, TR + "step:41 - actor/entropy:0.3911 - actor/pg_loss:-0.0031 - actor/grad_norm:0.2210 - critic/score/mean:0.6172 - "
+                            "response_length/mean:388.1 - timing_s/gen:47.20 - timing_s/old_log_prob:31.90 - timing_s/update_actor:118.41 - "
+                            "timing_s/update_weights:14.02 - timing_s/step:211.53 - training/global_step:41 - training/epoch:0")
         t += S(52)
         if t < killed_at:
             log.add(t, wd + vllm_v1(t, "INFO", "loggers.py:118", v1_stats(8800, 3100.4, 256, 0, 30.2, 4.0)))
@@ -837,7 +837,7 @@ def build_early_bringup_long_episode(root: Path):
     out = Log()
     P = ray_pfx("skyrl_entrypoint", 30112)
     t = start + S(6)
-    out.extend(t, [f"+ srun --overlap -N1 -w worker-0 ray start --head --port=6379 --num-gpus=8 --block &", "Local node IP: 10.0.128.14"])
+    out.extend(t, ["+ srun --overlap -N1 -w worker-0 ray start --head --port=6379 --num-gpus=8 --block &", "Local node IP: 10.0.128.14"])
     t += S(44)
     out.add(t, P + loguru(t, "INFO", "skyrl_train.entrypoints.main_base:_configure_log_level:225", "SkyRL log level set to: INFO"))
     engs = [(41200 + i, "10.0.128.15") for i in range(4)]
@@ -1253,7 +1253,7 @@ def build_slurm_terminal_config_error(root: Path):
     })
     for jid, st in ((ids[0], dt("2026-01-22T14:02:11")), (ids[1], dt("2026-01-22T14:10:02"))):
         out, err = Log(), Log()
-        out.extend(st + S(5), [f"+ srun --nodes=1 --ntasks=1 -w lrdn2201 ray start --head --port=6379 --num-gpus=4 --block &",
+        out.extend(st + S(5), ["+ srun --nodes=1 --ntasks=1 -w lrdn2201 ray start --head --port=6379 --num-gpus=4 --block &",
                                "Local node IP: 10.12.22.1", "", "--------------------", "Ray runtime started.", "--------------------"])
         t = st + S(60)
         out.add(t, ray_py(t, "INFO", "worker.py:1879", f"Connected to Ray cluster. View the dashboard at {ESC}[1m{ESC}[32m127.0.0.1:8265 {ESC}[39m{ESC}[22m"))
@@ -1284,7 +1284,7 @@ def build_slurm_terminal_config_error(root: Path):
             "-> got remainder 0 of 3 micro-batches), but the sequence-balanced partition requires an even micro-batch count; got 3",
             "",
             "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.",
-            f"srun: error: lrdn2201: task 0: Exited with exit code 1",
+            "srun: error: lrdn2201: task 0: Exited with exit code 1",
         ])
         cap.write_text(f"logs/{jid}.out", out.render())
         cap.write_text(f"logs/{jid}.err", err.render())
