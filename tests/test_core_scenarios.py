@@ -425,3 +425,24 @@ def test_attempts_told_apart_from_logs_alone(core) -> None:
     v = job.judge(70)
     assert v.restarts.burned == 1 and v.restarts.same_failure is True
     assert v.verdict == "KILL"
+
+
+@pytest.mark.parametrize("fmt", ["megatron", "nemo_rl", "verl"])
+def test_other_trainers_progress_formats_drive_liveness(core, fmt: str) -> None:
+    def line(step: int, t) -> str:
+        stamp = t.strftime("%Y-%m-%d %H:%M:%S")
+        if fmt == "megatron":
+            return (f" [{stamp}] iteration {step:8d}/    1000 | consumed samples: {step * 128:12d} | elapsed time per "
+                    f"iteration (ms): 600000.0 | lm loss: 2.1E+00 | grad norm: 0.53 |")
+        if fmt == "nemo_rl":
+            return f"{stamp},000 INFO ========================= Step {step}/100 ========================="
+        return f"(TaskRunner pid=23871) {stamp},000 step:{step} - actor/pg_loss:-0.004 - actor/entropy:0.5"
+
+    job = Job(core).spec(expected_step_s=None).states(0, 130, every=5)
+    for step in range(1, 12):
+        job.log(step * 10, [line(step, at(step * 10))], stream="logs/trainer.log")
+    alive = job.judge(115)
+    assert alive.gates.A.status == "PASS" and "step 11" in alive.gates.A.summary
+    assert "cadence ~10 min" in alive.gates.A.summary
+    stale = job.judge(175)  # 65 min of silence against a learned 10-minute cadence, no hang signature
+    assert stale.gates.A.status == "UNKNOWN" and stale.escalate and stale.verdict == "NO-KILL"

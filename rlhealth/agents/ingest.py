@@ -385,6 +385,9 @@ def _trainer_progress(state: JobHealth, sig: str, f: dict, ts: float | None, ev:
             push_capped(tr.reward_log, (ts, r), MAX_STEP_HISTORY)
 
 
+# Unquoted "key:value" (verl " - actor/entropy:0.5") and "key: value |" (Megatron "lm loss: 2.1E+00 |").
+_BARE_PAIR_RE = re.compile(r"(?:^|[\s|{,])([A-Za-z][\w/.\-]*(?: [a-z][\w/.\-]*)?)\s*:\s*"
+                           r"(-?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+)|-?(?:nan|NaN|inf|Infinity))(?=\s*(?:\||-\s|,|\}|$))")
 _METRIC_PAIR_RE = re.compile(r"""['"]([\w/.\-]+)['"]\s*:\s*(-?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+)|-?(?:nan|NaN|inf|Infinity))""")
 
 
@@ -411,15 +414,17 @@ def _trainer_metrics(state: JobHealth, f: dict, ts: float | None, ev: Ev) -> Non
         return
     hist = state.metrics
     seen: set[str] = set()
-    for key, value in _METRIC_PAIR_RE.findall(raw):
-        lk = key.lower()
+    pairs = _METRIC_PAIR_RE.findall(raw) or _BARE_PAIR_RE.findall(raw)
+    for key, value in pairs:
+        lk = key.lower().replace(" ", "_")
         v = float(value.replace("Infinity", "inf"))
         if not math.isfinite(v):
             if "loss" in lk or "grad" in lk:
                 hist.nonfinite += 1
                 hist.nonfinite_ev = ev
             continue
-        kind = ("loss" if (lk.endswith("policy_loss") or lk == "final_loss" or lk.endswith("/loss"))
+        kind = ("loss" if (lk.endswith("policy_loss") or lk in ("final_loss", "loss", "lm_loss") or lk.endswith("/loss")
+                           or lk.endswith("pg_loss"))
                 else "grad_norm" if "grad_norm" in lk
                 else "entropy" if lk.endswith("entropy") else None)
         if kind is None or kind in seen:
