@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import pytest
 
@@ -446,3 +447,17 @@ def test_other_trainers_progress_formats_drive_liveness(core, fmt: str) -> None:
     assert "cadence ~10 min" in alive.gates.A.summary
     stale = job.judge(175)  # 65 min of silence against a learned 10-minute cadence, no hang signature
     assert stale.gates.A.status == "UNKNOWN" and stale.escalate and stale.verdict == "NO-KILL"
+
+
+def test_sglang_engines_are_judged_like_vllm(core) -> None:
+    job = Job(core).spec(rollout={"n_concurrent_trials": 96}).states(0, 180, every=5)
+    job.steps(0, 180, step_min=60)
+    t = at(100)
+    lines = []
+    while t <= at(179):
+        lines.append(f"[{t.strftime('%Y-%m-%d %H:%M:%S')} TP0] Decode batch. #running-req: 8, #token: 90000, "
+                     f"token usage: 0.99, gen throughput (token/s): 140.00, #queue-req: 40")
+        t += timedelta(seconds=10)
+    job.log(179, lines, stream="logs/sglang_engine0.log")
+    v = job.judge(180)
+    assert v.gates.B.status == "FAIL" and "Waiting 40" in v.gates.B.summary and "KV cache up to 99.0%" in v.gates.B.summary

@@ -247,7 +247,7 @@ def _apply_match(state: JobHealth, m: LineMatch, rest: str, prefixes, role: str,
             _roll_gen_bucket(state, ts)
             _engine_sample(eng, ts, _float(f.get("generation_tokens_per_s")) or 0.0,
                            _float(f.get("prompt_tokens_per_s")) or 0.0, _float(f.get("running")) or 0.0,
-                           _float(f.get("waiting")) or 0.0, _float(f.get("kv_cache_pct")) or 0.0)
+                           _float(f.get("waiting")) or 0.0, _kv_pct(f))
         note_signal(state, sig, ev, attempt)
         return
     if sig in PROGRESS_SIGNALS:
@@ -290,6 +290,15 @@ def _apply_match(state: JobHealth, m: LineMatch, rest: str, prefixes, role: str,
         state.metrics.nonfinite += 1
         state.metrics.nonfinite_ev = ev
     note_signal(state, sig, ev, attempt)
+
+
+def _kv_pct(f: dict) -> float:
+    """KV-cache use in percent: vLLM prints a percentage, SGLang a fraction ("token usage: 0.45")."""
+    pct = _float(f.get("kv_cache_pct"))
+    if pct is None:
+        frac = _float(f.get("kv_cache_frac"))
+        pct = frac * 100.0 if frac is not None else 0.0
+    return pct
 
 
 ENGINE_BUCKET_S = 60.0

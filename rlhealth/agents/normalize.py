@@ -167,7 +167,7 @@ _TS_START_RE = re.compile(
     r"\[(?P<r_y>\d{4})-(?P<r_mo>\d\d)-(?P<r_d>\d\d) (?P<r_h>\d\d):(?P<r_mi>\d\d):(?P<r_s>\d\d),(?P<r_ms>\d{3}) [DIWEC] "
     r"|"
     # ISO 8601 / RFC 3339 / SLURM %FT%T / loguru (".SSS") / python logging (",mmm")
-    r"(?P<i_y>\d{4})-(?P<i_mo>\d\d)-(?P<i_d>\d\d)[T ](?P<i_h>\d\d):(?P<i_mi>\d\d):(?P<i_s>\d\d)"
+    r"\[?(?P<i_y>\d{4})-(?P<i_mo>\d\d)-(?P<i_d>\d\d)[T ](?P<i_h>\d\d):(?P<i_mi>\d\d):(?P<i_s>\d\d)"
     r"(?:[.,](?P<i_f>\d{1,9}))?(?P<i_tz>Z|[+-]\d\d:?\d\d)?"
     r"|"
     # dmesg -T: "[Fri Nov 29 10:14:31 2024] "
