@@ -22,6 +22,17 @@ from rlhealth.schemas import (
 )
 
 
+# Event kind -> the fold that applies it (LogBatch also needs the classifier, so it is handled apart).
+_FOLDS = {
+    GpuPoll: ingest.step_gpu_poll,
+    TrialEvent: ingest.step_trial,
+    JobStatePoll: ingest.step_job_state,
+    JobSpec: ingest.step_job_spec,
+    ShipperHeartbeat: ingest.step_heartbeat,
+    JobEnded: ingest.step_job_ended,
+}
+
+
 class HealthCore:
     """Pure per-job health logic: `step` folds an event in, `judge` gives the verdict at `now`."""
 
@@ -43,21 +54,12 @@ class HealthCore:
         if not isinstance(event, (JobSpec, ShipperHeartbeat)):
             state.first_event_ts = ts if state.first_event_ts is None else min(state.first_event_ts, ts)
             state.last_event_ts = ts if state.last_event_ts is None else max(state.last_event_ts, ts)
-        state.last_step_now = now.timestamp()
         if isinstance(event, LogBatch):
             findings = ingest.step_log_batch(state, event, now, self.classifier)
-        elif isinstance(event, GpuPoll):
-            ingest.step_gpu_poll(state, event, now)
-        elif isinstance(event, TrialEvent):
-            ingest.step_trial(state, event, now)
-        elif isinstance(event, JobStatePoll):
-            ingest.step_job_state(state, event, now)
-        elif isinstance(event, JobSpec):
-            ingest.step_job_spec(state, event, now)
-        elif isinstance(event, ShipperHeartbeat):
-            ingest.step_heartbeat(state, event, now)
-        elif isinstance(event, JobEnded):
-            ingest.step_job_ended(state, event, now)
+        else:
+            fold = _FOLDS.get(type(event))
+            if fold is not None:
+                fold(state, event, now)
         return state, findings
 
     def judge(self, state: JobHealth, now: datetime, seq: int = 0) -> Verdict:

@@ -454,6 +454,8 @@ def gate_b(ctx: Context, a: GateResult) -> GateResult:
     g = GateResult()
     attempt = ctx.current_attempt
     eager = state.enforce_eager
+    if eager is None and state.cuda_graphs_seen:
+        eager = False  # engines logged CUDA-graph capture: graphs are on
 
     # Training-stage OOM in the current attempt (or the last one, for a terminal job).
     ooms = _latest_signal(state, OOM_SIGNALS, attempt)

@@ -260,7 +260,6 @@ def _apply_match(state: JobHealth, m: LineMatch, rest: str, prefixes, role: str,
         return
     if sig == "weight_sync_finish":
         state.trainer.in_weight_sync_since = None
-        state.trainer.weight_syncs += 1
         note_signal(state, sig, ev, attempt)
         return
     if sig == "batch_complete":
@@ -379,7 +378,6 @@ def _trainer_progress(state: JobHealth, sig: str, f: dict, ts: float | None, ev:
                 push_capped(tr.step_durations, secs, MAX_STEP_HISTORY)
         if name in ("sync_weights", "weight_sync", "broadcast_to_inference_engines"):
             tr.in_weight_sync_since = None
-            tr.weight_syncs += 1
     elif sig == "trainer_step":
         step = _as_int(f.get("step"))
         if step is not None and ts is not None:
@@ -388,10 +386,6 @@ def _trainer_progress(state: JobHealth, sig: str, f: dict, ts: float | None, ev:
             tr.last_step = step if tr.last_step is None else max(tr.last_step, step)
     elif sig == "trainer_metrics":
         _trainer_metrics(state, f, ts, ev)
-    elif sig == "reward_summary":
-        r = _float(f.get("reward"))
-        if r is not None and ts is not None:
-            push_capped(tr.reward_log, (ts, r), MAX_STEP_HISTORY)
 
 
 # Unquoted "key:value" (verl " - actor/entropy:0.5") and "key: value |" (Megatron "lm loss: 2.1E+00 |").
@@ -580,8 +574,6 @@ def step_trial(state: JobHealth, ev_in: TrialEvent, now: datetime) -> None:
     push_capped(stats.completed_ts, round(ts), MAX_REWARDS)
     stats.last_completed_ts = ts if stats.last_completed_ts is None else max(stats.last_completed_ts, ts)
     _touch_role(state, roles.ROLLOUT, ts)
-    if ev_in.session == "eval":
-        state.eval_trials.eval_completed += 1
     reward = _float(ev_in.reward)
     if reward is None:
         stats.null_rewards += 1
@@ -655,7 +647,6 @@ def step_job_state(state: JobHealth, poll: JobStatePoll, now: datetime) -> None:
 
 def step_job_spec(state: JobHealth, spec: JobSpec, now: datetime) -> None:
     state.spec = spec.model_dump(mode="json", exclude={"source", "ingest_time", "schema_version", "kind"})
-    state.spec_ts = spec.event_time.timestamp()
     eager = spec.enforce_eager
     if eager is None:
         for key, value in spec.config.items():

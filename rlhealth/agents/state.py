@@ -108,16 +108,13 @@ class TrainerState(msgspec.Struct):
     step_durations: list[float] = msgspec.field(default_factory=list)  # seconds, from timers or step deltas
     open_timers: dict[str, float] = msgspec.field(default_factory=dict)  # name -> start ts
     phase_max_s: dict[str, float] = msgspec.field(default_factory=dict)  # longest finished duration per phase
-    weight_syncs: int = 0
     in_weight_sync_since: float | None = None
-    reward_log: list[tuple[float, float]] = msgspec.field(default_factory=list)  # (ts, avg reward) from logs
 
 
 class TrialStats(msgspec.Struct):
     started: int = 0
     completed: int = 0
     vanished: int = 0
-    eval_completed: int = 0
     nonzero_rewards: int = 0
     zero_rewards: int = 0
     null_rewards: int = 0
@@ -174,10 +171,8 @@ class JobHealth(msgspec.Struct):
     job_id: str
     v: int = STATE_VERSION
     spec: dict | None = None  # JobSpec as JSON-able dict (small)
-    spec_ts: float | None = None
     first_event_ts: float | None = None
     last_event_ts: float | None = None
-    last_step_now: float | None = None  # the `now` of the latest step, to tell the monitor's own gaps
     events: int = 0
     lines: int = 0
     enforce_eager: bool | None = None
