@@ -80,7 +80,8 @@ def probe(capture_dir: Path, core: HealthCore, now: datetime | None = None,
     from rlhealth.sources.capture import open_capture
 
     t0 = time.perf_counter()
-    cap = open_capture(Path(capture_dir), batch_lines=batch_lines)
+    # The core's classifier as the readers' prefilter: lines the core would not read stay empty.
+    cap = open_capture(Path(capture_dir), batch_lines=batch_lines, prefilter=core.classifier)
     when = now or cap.info.captured_at
     # Workers replay matches batch by batch; judging "as of" an earlier time drops batches, so that path
     # stays in one process.
@@ -237,7 +238,8 @@ def _log_worker(requests, replies, classifier: Classifier) -> None:
                 if msg[0] == "open":
                     _, fid, path, source, fallback_time, params, credit = msg
                     reader = LogReader(path, job_id=params["job_id"], source=source,
-                                       batch_lines=params["batch_lines"], chunk_bytes=params["chunk_bytes"])
+                                       batch_lines=params["batch_lines"], chunk_bytes=params["chunk_bytes"],
+                                       prefilter=classifier)
                     it = reader.read_utf8(final=True, ref_time=params["ref_time"], fallback_time=fallback_time)
                     files[fid] = [reader, it, credit]
                     turn.insert(0, fid)  # a new file's first batch is awaited right away

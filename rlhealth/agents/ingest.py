@@ -15,7 +15,7 @@ from rlhealth.agents import roles
 from rlhealth.agents.coherence import incoherence_reason, trial_incoherence
 from rlhealth.agents.findings import Finding
 from rlhealth.agents.normalize import line_timestamp, peel_prefixes, peel_stripped, strip_ansi, timestamp_of_peeled
-from rlhealth.agents.signatures import Classifier, LineMatch
+from rlhealth.agents.signatures import Classifier, LineMatch, Rule
 from rlhealth.agents.state import (
     EVIDENCE_TEXT_CHARS,
     MAX_ENGINE_SAMPLES,
@@ -61,7 +61,21 @@ INFRA_EXCEPTIONS = frozenset({
 })
 VERIFIER_EXCEPTIONS = frozenset({"VerifierTimeoutError", "VerifierError", "VerifierOutputParseError", "RewardFileNotFoundError"})
 
-_TB_LOOKBACK = 80
+# What `step_log_batch` reads of a batch's lines besides classifying them: the last
+# FRESHNESS_LINES lines; each matched line; before a match, the lines back to the nearest one with
+# its own timestamp (at most TIME_LOOKBACK_LINES, the match included); and TRACEBACK_LOOKBACK_LINES
+# before a python_exception match. A reader that knows the matches may leave every other line
+# empty (`LogReader(prefilter=...)`): the step gives the same state. Keep this list true.
+FRESHNESS_LINES = 5
+TIME_LOOKBACK_LINES = 12
+TRACEBACK_LOOKBACK_LINES = 80
+_TB_LOOKBACK = TRACEBACK_LOOKBACK_LINES
+
+
+def lines_before_match(rule: Rule) -> int:
+    """How many lines before a match of `rule` step_log_batch reads whatever their timestamps."""
+    return TRACEBACK_LOOKBACK_LINES if rule.signal == "python_exception" else 0
+
 _FATAL_CONTEXT_RE = re.compile(r"Error executing job|RayTaskError|Traceback \(most recent call last\)|Fatal Python error")
 _FRAME_RE = re.compile(r'File "([^"]+)", line \d+, in (\S+)')
 
@@ -81,7 +95,7 @@ def stream_key(event) -> str:
 
 
 def _attempt_for(state: JobHealth, event, prefixes) -> int | None:
-    gen = roles.generation_of_pod(roles.pod_of(prefixes))
+    gen = roles.generation_of_prefixes(prefixes)
     if gen is not None:
         return gen
     if event.source.attempt is not None:
@@ -161,11 +175,11 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     last_ts = None
     explicit_ts = batch.ts
     if explicit_ts is not None:
-        known = [t for t in explicit_ts[-5:] if t is not None]
+        known = [t for t in explicit_ts[-FRESHNESS_LINES:] if t is not None]
         if known:
             last_ts = max(known).timestamp()
     if last_ts is None:
-        for text in reversed(lines[-5:]):
+        for text in reversed(lines[-FRESHNESS_LINES:]):
             dt = line_timestamp(text, now)
             if dt is not None:
                 last_ts = dt.timestamp()
@@ -210,7 +224,7 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     return findings
 
 
-_LOOKBACK_FOR_TIME = 12
+_LOOKBACK_FOR_TIME = TIME_LOOKBACK_LINES
 _NO_TS = object()
 
 

@@ -33,6 +33,7 @@ def role_of_name(name: str) -> str | None:
     return None
 
 
+@lru_cache(maxsize=4096)  # pure; called for every matched line, whose prefixes repeat
 def role_of_prefixes(prefixes: tuple[Prefix, ...]) -> str | None:
     """The innermost named process decides (a vLLM child inside a Ray worker is an engine)."""
     for p in reversed(prefixes):
@@ -70,6 +71,12 @@ def pod_of(prefixes: tuple[Prefix, ...]) -> str | None:
 
 
 _GEN_SUFFIX_RE = re.compile(r"-(\d+)$")
+
+
+@lru_cache(maxsize=4096)
+def generation_of_prefixes(prefixes: tuple[Prefix, ...]) -> int | None:
+    """generation_of_pod(pod_of(prefixes)), memoised: called for every matched line."""
+    return generation_of_pod(pod_of(prefixes))
 
 
 def generation_of_pod(pod: str | None) -> int | None:

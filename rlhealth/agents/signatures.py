@@ -22,10 +22,12 @@ dropped (metric/progress/config/weight_sync matches are kept).
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from rlhealth.agents.normalize import strip_ansi, strip_ansi_bytes
+from rlhealth.agents.bytescan import line_starts, strip_ansi_bytes
+from rlhealth.agents.normalize import strip_ansi
 
 __all__ = [
     "KINDS",
@@ -64,6 +66,7 @@ class Rule:
     no_match: tuple[str, ...]
     extract: str = ""
     text_fields: tuple[str, ...] = ()
+    extract_before: str = ""
     defaults: tuple[tuple[str, object], ...] = ()
 
 
@@ -79,6 +82,9 @@ class LineMatch:
     rule: Rule
     fields: dict[str, object]
     text: str
+
+
+_BISECT_MIN_BYTES = 1 << 18
 
 
 def block_pattern(pattern: str) -> str:
@@ -201,30 +207,47 @@ def hyperscan_available() -> bool:
     return True
 
 
+EXTRACT_BEFORE_CHARS = 64
+
+
 class _Extractor:
-    __slots__ = ("regex", "fields", "text_fields", "defaults", "_plan")
+    __slots__ = ("regex", "before", "defaults", "_plan")
 
     def __init__(self, rule: Rule) -> None:
         src = rule.extract or ""
         self.regex = re.compile(src) if src and rule.fields else None
-        self.fields = rule.fields
-        self.text_fields = rule.text_fields
+        # `extract_before` must end where `extract` matched: searched with that end as the string's end
+        self.before = (re.compile(f"(?:{rule.extract_before})\\Z")
+                       if self.regex is not None and rule.extract_before else None)
         self.defaults = dict(rule.defaults)
-        # per field, what convert_value would do with its name: keep text (0), size in GiB (1), convert (2)
-        self._plan = tuple((name, 0 if name in rule.text_fields else 1 if name.endswith("_gib") else 2)
-                           for name in rule.fields)
+        # per field, in the rule's order: which regex holds it (0 extract, 1 extract_before), its
+        # group number, and what convert_value would do with its name: keep text (0), size in GiB
+        # (1), convert (2)
+        plan = []
+        for name in rule.fields:
+            how = 0 if name in rule.text_fields else 1 if name.endswith("_gib") else 2
+            if self.regex is not None and name in self.regex.groupindex:
+                plan.append((name, 0, self.regex.groupindex[name] - 1, how))
+            elif self.before is not None and name in self.before.groupindex:
+                plan.append((name, 1, self.before.groupindex[name] - 1, how))
+        self._plan = tuple(plan)
 
     def __call__(self, text: str) -> dict[str, object]:
         out: dict[str, object] = {}
         if self.regex is not None:
             m = self.regex.search(text)
             if m is not None:
-                gd = m.groupdict()
-                for name, how in self._plan:
-                    v = gd.get(name)
+                groups = (m.groups(), ())
+                if self.before is not None:
+                    start = m.start()
+                    b = self.before.search(text, max(0, start - EXTRACT_BEFORE_CHARS), start)
+                    if b is not None:
+                        groups = (groups[0], b.groups())
+                for name, src, i, how in self._plan:
+                    g = groups[src]
+                    v = g[i] if i < len(g) else None
                     if v is not None:
-                        out[name] = _convert(v) if how == 2 else (
-                            v if how == 0 else convert_value(name, v, self.text_fields))
+                        out[name] = _convert(v) if how == 2 else (v if how == 0 else convert_value(name, v))
         if self.defaults:
             for k, v in self.defaults.items():
                 out.setdefault(k, v)
@@ -299,6 +322,11 @@ class Classifier:
         if not raw:
             return []
         raw.sort()
+        if len(buf) > _BISECT_MIN_BYTES:
+            # a large block (a reader's whole chunk): one memchr pass for the line starts, then a
+            # binary search per hit (bytes.count is a byte-at-a-time loop)
+            starts, _ = line_starts(buf, 0)
+            return sorted({(bisect_right(starts, to) - 1, rid) for to, rid in raw})
         # map end offsets to line numbers incrementally (hits are rare: count newlines lazily)
         hits: set[tuple[int, int]] = set()
         line = 0
@@ -324,6 +352,16 @@ class Classifier:
         return out
 
     # -- public -------------------------------------------------------------------------
+    def block_hits(self, stripped: bytes) -> list[tuple[int, int]]:
+        """(line index, rule index) pairs, sorted, before benign suppression, of a block of lines
+        joined by ``\\n`` that is already ANSI-stripped (`strip_ansi_bytes`) and valid UTF-8: the
+        pairs `scan` starts from for the same lines."""
+        if not stripped or not self._rules:
+            return []
+        if self._engine == "hyperscan":
+            return self._hits_hyperscan(stripped)
+        return self._hits_re2(stripped.split(b"\n"))
+
     def raw_hits(self, lines: Sequence[str]) -> list[tuple[int, int]]:
         """(line index, rule index) pairs before benign suppression, sorted."""
         return self._raw(lines)

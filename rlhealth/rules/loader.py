@@ -15,6 +15,9 @@ Pack file layout (TOML)::
     signal = "vllm_stats"  # semantic tag the health core dispatches on
     pattern = '...'        # Hyperscan/RE2/ERE common subset, no capture groups
     extract = '...'        # optional Python re with named groups, run on matched lines only
+    extract_before = '...' # optional: named groups of text that ends where `extract` matched
+                           # (within 64 characters); keeps `extract` starting with a literal,
+                           # which Python re searches fast
     fields = ["..."]       # the named groups (and defaults) a match carries
     text_fields = ["..."]  # optional: fields never converted to numbers
     defaults = { k = v }   # optional: values for fields the line did not carry
@@ -96,6 +99,7 @@ def parse_pack(data: dict[str, Any], source: str = "<memory>") -> tuple[str, str
                 match=_tuple_of_str(r.get("match", []), "match"),
                 no_match=_tuple_of_str(r.get("no_match", []), "no_match"),
                 extract=str(r.get("extract", "") or ""),
+                extract_before=str(r.get("extract_before", "") or ""),
                 text_fields=_tuple_of_str(r.get("text_fields", []), "text_fields"),
                 defaults=tuple(sorted(defaults.items())),
             ))
@@ -204,10 +208,12 @@ def check_rules(ruleset: RuleSet) -> list[str]:
         except ValueError as exc:
             problems.append(f"{r.id}: pattern has no ERE (grep -E) form: {exc}")
         defaults = {k for k, _ in r.defaults}
+        if r.extract_before and not r.extract:
+            problems.append(f"{r.id}: extract_before needs an extract")
         if r.extract:
             try:
                 ex = re.compile(r.extract)
-                groups = set(ex.groupindex)
+                groups = set(ex.groupindex) | set(re.compile(r.extract_before).groupindex)
                 extra = groups - set(r.fields)
                 if extra:
                     problems.append(f"{r.id}: extract groups not listed in fields: {sorted(extra)}")

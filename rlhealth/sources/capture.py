@@ -40,6 +40,7 @@ from typing import Any, Callable, Iterable, Iterator, Literal
 import orjson
 from pydantic import ValidationError
 
+from rlhealth.agents.signatures import Classifier
 from rlhealth.schemas.common import EventBase, Source
 from rlhealth.schemas.events import (
     GeometrySpec,
@@ -228,10 +229,13 @@ def chunk_bytes_for(n_files: int) -> int:
 class Capture:
     _chunk_bytes = CHUNK_BYTES
 
-    def __init__(self, path: Path, info: CaptureInfo, *, batch_lines: int = 500) -> None:
+    def __init__(self, path: Path, info: CaptureInfo, *, batch_lines: int = 500,
+                 prefilter: Classifier | None = None) -> None:
         self.path = Path(path)
         self.info = info
         self.batch_lines = batch_lines
+        # the core's classifier: log lines the core will not read are left empty (LogReader prefilter)
+        self.prefilter = prefilter
         self._static: list[SourceProblem] = []
         self.problems: list[SourceProblem] = []
         self.stats = CaptureStats()
@@ -474,7 +478,7 @@ class Capture:
             return
         if open_log is None:
             reader = LogReader(f, job_id=self.info.job_id, source=source, batch_lines=self.batch_lines,
-                               chunk_bytes=self._chunk_bytes)
+                               chunk_bytes=self._chunk_bytes, prefilter=self.prefilter)
             batches = reader.read(final=True, ref_time=self.info.captured_at, fallback_time=fallback)
         else:
             reader = open_log(f, source, fallback)
@@ -577,11 +581,14 @@ class Capture:
             yield ev
 
 
-def open_capture(path: Path | str, *, batch_lines: int = 500) -> Capture:
-    """Open a capture directory. Raises `CaptureError` when it has no valid capture.json."""
+def open_capture(path: Path | str, *, batch_lines: int = 500, prefilter: Classifier | None = None) -> Capture:
+    """Open a capture directory. Raises `CaptureError` when it has no valid capture.json.
+
+    `prefilter`: the classifier of the core the events go to; log batches then carry only the
+    lines that core reads (the others are empty strings) and the core's state is the same."""
     p = Path(path)
     info = read_capture_info(p)
-    return Capture(p, info, batch_lines=batch_lines)
+    return Capture(p, info, batch_lines=batch_lines, prefilter=prefilter)
 
 
 __all__ = ["Capture", "CaptureError", "CaptureInfo", "CaptureStats", "SourceProblem", "open_capture",

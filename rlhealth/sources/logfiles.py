@@ -35,9 +35,12 @@ from operator import add
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
+from rlhealth.agents import ingest
+from rlhealth.agents.bytescan import count_newlines, line_starts, strip_ansi_bytes, utf8_valid
 from rlhealth.agents.normalize import line_timestamp
+from rlhealth.agents.signatures import Classifier
 from rlhealth.schemas.common import Source
 from rlhealth.schemas.events import MAX_LINE_CHARS, MAX_LINES_PER_BATCH, LogBatch
 from rlhealth.sources.redact import Redactor, default_redactor
@@ -47,6 +50,8 @@ CHUNK_BYTES = 1 << 20
 MAX_LINE_BYTES = MAX_LINE_CHARS * 4
 TIME_SCAN_LINES = 8
 MAX_HELD_BATCHES = 20
+# Lines of each batch a prefiltering reader always decodes: its own event_time scan and the core's freshness.
+TAIL_LINES = max(TIME_SCAN_LINES, ingest.FRESHNESS_LINES)
 
 _RANK_RE = re.compile(r"(?:^|[_-])rank[_-]?(\d+)", re.IGNORECASE)
 _SLURM_RE = re.compile(r"^(?:slurm-)?(\d+)(?:_(\d+))?\.(?:out|err)$")
@@ -147,12 +152,12 @@ class TailReader:
             self._skipping = False
         return what
 
-    def blocks(self, final: bool, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, int, list[bytes]]]:
-        """Yield (number of the first line, its byte offset, lines without \\n) per chunk read.
+    def spans(self, final: bool, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, int, bytes]]:
+        """Yield (number of the first line, its byte offset, the lines joined by \\n without the
+        last newline) per chunk read: ``data.split(b"\\n")`` are the chunk's complete lines.
 
-        The lines of one block are contiguous in the file (line i+1 starts len(line i)+1 bytes
-        after line i); a giant line's cut head comes as a block of its own. The reader's
-        position is advanced before each yield."""
+        A giant line's cut head comes as a span of its own. The reader's position is advanced
+        before each yield."""
         while True:
             # Open per chunk: a capture merge keeps hundreds of these generators suspended,
             # and none of them may hold a file descriptor while it waits.
@@ -175,18 +180,18 @@ class TailReader:
                     start = buf.find(b"\n") + 1
                     self.offset += start
                 if start <= cut:
-                    parts = buf[start:cut].split(b"\n")
+                    data = buf[start:cut]
                     first_no, first_off = self.line_no, self.offset
-                    self.line_no += len(parts)
+                    self.line_no += count_newlines(data) + 1
                     self.offset += cut + 1 - start
                     del buf, chunk
-                    yield first_no, first_off, parts
+                    yield first_no, first_off, data
             if len(self._partial) > MAX_LINE_BYTES and not self._skipping:
                 head = self._partial[:MAX_LINE_BYTES]
                 self.line_no += 1
                 self.giant_lines += 1
                 self._skipping = True
-                yield self.line_no - 1, self.offset, [head]
+                yield self.line_no - 1, self.offset, head
             if self._skipping and self._partial:
                 self.offset += len(self._partial)
                 self._partial = b""
@@ -197,7 +202,13 @@ class TailReader:
             self._partial = b""
             if not self._skipping:
                 self.line_no += 1
-                yield self.line_no - 1, off, [rest]
+                yield self.line_no - 1, off, rest
+
+    def blocks(self, final: bool, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, int, list[bytes]]]:
+        """`spans`, each split into its lines (bytes without \\n): lines of one block are contiguous
+        in the file (line i+1 starts len(line i)+1 bytes after line i)."""
+        for no, off, data in self.spans(final, chunk_bytes):
+            yield no, off, data.split(b"\n")
 
     def lines(self, final: bool) -> Iterator[tuple[int, int, bytes]]:
         """Yield (line number, byte offset, line bytes without \\n) for every complete line now."""
@@ -256,6 +267,7 @@ class LogReader:
         lookahead: bool = True,
         chunk_bytes: int = CHUNK_BYTES,
         redactor: Redactor | None = None,
+        prefilter: Classifier | None = None,
     ) -> None:
         if not 1 <= batch_lines <= MAX_LINES_PER_BATCH:
             raise ValueError(f"batch_lines must be in 1..{MAX_LINES_PER_BATCH}")
@@ -274,6 +286,8 @@ class LogReader:
         self.timestamped = False
         self._held: list[dict] = []
         self._last_utf8: tuple[list[str] | None, bytes | None] = (None, None)
+        self.prefilter = prefilter
+        self.lines_decoded = 0  # lines a prefiltering reader turned into text (all lines otherwise)
 
     @property
     def path(self) -> Path:
@@ -377,6 +391,9 @@ class LogReader:
         for lines before which no timestamp was ever seen.
         """
         fb = fallback_time if callable(fallback_time) else (lambda: fallback_time)  # type: ignore[assignment,return-value]
+        if self.prefilter is not None:
+            yield from self._read_prefiltered(final, ref_time, fb)
+            return
         size = self.batch_lines
         raw: list[bytes] = []
         offsets: list[int] = []
@@ -403,6 +420,126 @@ class LogReader:
         if final or not self.lookahead:
             yield from self._release_held(fb)
 
+
+    # -- prefiltered reading ---------------------------------------------------------------
+    #
+    # With a `prefilter` (the core's own classifier) the reader yields the same batches, except that
+    # a line the core will not read is left as "" (same count, same offsets): see
+    # `rlhealth.agents.ingest.FRESHNESS_LINES` for what the core reads. Whole chunks are stripped of
+    # ANSI codes and scanned once (rule hits and secret markers), and only the lines that matter are
+    # decoded and redacted: ~3% of ordinary log lines. A chunk with invalid UTF-8 or an overlong
+    # line, and every batch before the file's first timestamp, take the exact path (`_build`).
+
+    def _read_prefiltered(self, final: bool, ref: datetime, fb: Callable[[], datetime]) -> Iterator[LogBatch]:
+        size = self.batch_lines
+        carry: tuple[int, int, bytes] | None = None  # lines after the last whole batch
+        for no, off, data in self.tail.spans(final, self.chunk_bytes):
+            if carry is not None:
+                no, off, data = carry[0], carry[1], carry[2] + b"\n" + data
+                carry = None
+            starts, longest = line_starts(data, off)
+            n = len(starts)
+            whole = n - n % size
+            if whole < n:
+                cut = starts[whole] - off
+                carry = (no + whole, starts[whole], data[cut:])
+                if whole == 0:
+                    continue
+                data = data[:cut - 1]
+            yield from self._region(data, starts, whole, no, off, longest, ref, fb)
+        if carry is not None:
+            no, off, data = carry
+            starts, longest = line_starts(data, off)
+            yield from self._region(data, starts, len(starts), no, off, longest, ref, fb)
+        if final or not self.lookahead:
+            yield from self._release_held(fb)
+
+    def _region(self, data: bytes, starts: Sequence[int], count: int, first_no: int, off: int, longest: int,
+                ref: datetime, fb: Callable[[], datetime]) -> Iterator[LogBatch]:
+        """Batches of the first `count` lines of `data` (which holds exactly those lines)."""
+        size = self.batch_lines
+        exact = longest > MAX_LINE_CHARS or not utf8_valid(data)
+        if exact:
+            parts = data.split(b"\n")
+            for i in range(0, count, size):
+                self.lines_decoded += min(size, count - i)
+                yield from self._build(parts[i:i + size], list(starts[i:i + size]), first_no + i, ref, fb)
+            return
+        assert self.prefilter is not None
+        rules = self.prefilter.rules
+        hits = self.prefilter.block_hits(strip_ansi_bytes(data))
+        secrets = self.redactor.hit_lines(data)
+        h = s = 0
+        for i in range(0, count, size):
+            n = min(size, count - i)
+            end = i + n
+            if self.last_time is None:  # the batch's time may come from any of its lines
+                bstart = starts[i] - off
+                bend = starts[end] - off - 1 if end < len(starts) else len(data)
+                self.lines_decoded += n
+                yield from self._build(data[bstart:bend].split(b"\n"), list(starts[i:end]), first_no + i, ref, fb)
+                while h < len(hits) and hits[h][0] < end:
+                    h += 1
+                while s < len(secrets) and secrets[s] < end:
+                    s += 1
+                continue
+            batch_hits: list[tuple[int, int]] = []
+            while h < len(hits) and hits[h][0] < end:
+                batch_hits.append((hits[h][0] - i, hits[h][1]))
+                h += 1
+            batch_secrets: list[int] = []
+            while s < len(secrets) and secrets[s] < end:
+                batch_secrets.append(secrets[s] - i)
+                s += 1
+            yield from self._sparse_batch(data, starts, i, n, first_no, off, batch_hits, batch_secrets, rules, ref)
+
+    def _sparse_batch(self, data: bytes, starts: Sequence[int], i: int, n: int, first_no: int, off: int,
+                      hits: list[tuple[int, int]], secrets: list[int], rules: tuple, ref: datetime) -> Iterator[LogBatch]:
+        lines = [""] * n
+        total = len(starts)
+        last = len(data)
+
+        def text(j: int) -> str:
+            t = lines[j]
+            if not t:
+                k = i + j
+                t = data[starts[k] - off: (starts[k + 1] - off - 1) if k + 1 < total else last].decode("utf-8")
+                lines[j] = t
+            return t
+
+        for j in range(max(0, n - TAIL_LINES), n):
+            text(j)
+        # The core reads matched lines, and a redaction can make a line match: both get the context
+        # the core may read before a match.
+        anchors: dict[int, int] = {}
+        for j, rid in hits:
+            anchors[j] = max(anchors.get(j, 0), ingest.lines_before_match(rules[rid]))
+        for j in secrets:
+            anchors[j] = ingest.TRACEBACK_LOOKBACK_LINES
+        for j in anchors:
+            text(j)
+        changed = self.redactor.redact_block(b"", lines, secrets) if secrets else 0
+        for j, before in anchors.items():
+            for k in range(max(0, j - before), j):
+                text(k)
+            # back to the nearest line with its own timestamp, as the core's time lookback goes
+            for k in range(j, max(j - ingest.TIME_LOOKBACK_LINES, -1), -1):
+                if line_timestamp(text(k), ref) is not None:
+                    break
+        self.lines_decoded += n - lines.count("")
+        self.lines_read += n
+        bstart = starts[i] - off
+        bend = starts[i + n] - off - 1 if i + n < total else last
+        self.bytes_read += bend - bstart + 1
+        fields = dict(lines=lines, offsets=list(starts[i:i + n]), first_line_no=first_no + i, truncated_lines=0,
+                      invalid_utf8_lines=0, _fits=not changed)
+        t = self._batch_time(lines, ref)
+        if t is not None:
+            self.timestamped = True
+            if self.last_time is not None and t < self.last_time:
+                t = self.last_time
+            self.last_time = t
+        yield self._make(fields, self.last_time)  # type: ignore[arg-type]
 
     def read_utf8(self, *, final: bool, ref_time: datetime,
                   fallback_time: datetime | Callable[[], datetime]) -> Iterator[tuple[LogBatch, bytes | None]]:

@@ -190,11 +190,14 @@ class GpuCsvParser:
         if not s or s.startswith("#"):
             return []
         cells = s.split(",")
-        names = [_header_name(c) for c in cells]
-        if any(n in _GPU_FIELDS for n in names) and not any(parse_number(c) is not None for c in cells):
-            out = self._close_if_rows()
-            self.columns = [_GPU_FIELDS.get(n, n) for n in names]
-            return out
+        # A header has no number in it; checked first because a data row stops that test at its
+        # first number, before any header name is parsed.
+        if not any(parse_number(c) is not None for c in cells):
+            names = [_header_name(c) for c in cells]
+            if any(n in _GPU_FIELDS for n in names):
+                out = self._close_if_rows()
+                self.columns = [_GPU_FIELDS.get(n, n) for n in names]
+                return out
         if len(cells) == 1 or _ERROR_RE.match(s):
             out = self._close_if_rows()
             self._group.errors.append(s[:500])

@@ -1,0 +1,227 @@
+/* rlhealth._fastlines: the two per-byte passes of log reading that CPython cannot do fast.
+ *
+ * Optional: every caller has a pure-Python path that gives identical results
+ * (rlhealth.agents.normalize.strip_ansi_bytes, rlhealth.sources.fastpath.line_starts);
+ * tests compare the two on fuzzed input.
+ *
+ *   strip_ansi(data: bytes) -> bytes
+ *       Remove ANSI escape sequences, exactly as the regex
+ *       \x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)|[@-Z\\-_])
+ *       applied left to right (re.sub). Returns `data` itself when it holds no ESC.
+ *       Never removes a newline.
+ *
+ *   line_starts(data: bytes, base: int) -> tuple[bytes, int]
+ *       For the lines of `data` split on \n (count("\n") + 1 lines; `data` carries no final
+ *       newline), the native-endian int64 array of base + each line's start offset, and the
+ *       length in bytes of the longest line.
+ *
+ *   utf8_valid(data: bytes) -> bool
+ *       Whether data.decode("utf-8") would succeed (the well-formed byte sequences of Unicode
+ *       Table 3-7: no overlongs, no surrogates, nothing above U+10FFFF), without building a str.
+ *
+ *   count_newlines(data: bytes) -> int
+ *       data.count(b"\n"), with memchr.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Length of the escape sequence starting at p[0] == ESC, or 0 when the regex does not match there. */
+static Py_ssize_t
+escape_len(const unsigned char *p, Py_ssize_t avail)
+{
+    if (avail < 2)
+        return 0;
+    unsigned char c = p[1];
+    if (c == '[') {
+        /* CSI: parameter bytes 0x30-0x3F, intermediate bytes 0x20-0x2F, one final byte 0x40-0x7E.
+         * The three classes are disjoint, so greedy matching never needs to back off. */
+        Py_ssize_t k = 2;
+        while (k < avail && p[k] >= 0x30 && p[k] <= 0x3F)
+            k++;
+        while (k < avail && p[k] >= 0x20 && p[k] <= 0x2F)
+            k++;
+        if (k < avail && p[k] >= 0x40 && p[k] <= 0x7E)
+            return k + 1;
+        return 0; /* '[' (0x5B) is not in the single-byte class below */
+    }
+    if (c == ']') {
+        /* OSC: up to the first BEL, ESC or LF; must end in BEL or ESC '\'. */
+        Py_ssize_t k = 2;
+        while (k < avail && p[k] != 0x07 && p[k] != 0x1B && p[k] != '\n')
+            k++;
+        if (k < avail && p[k] == 0x07)
+            return k + 1;
+        if (k + 1 < avail && p[k] == 0x1B && p[k + 1] == '\\')
+            return k + 2;
+        return 2; /* ']' (0x5D) is in the single-byte class [\\-_] */
+    }
+    if ((c >= 0x40 && c <= 0x5A) || (c >= 0x5C && c <= 0x5F))
+        return 2;
+    return 0;
+}
+
+static PyObject *
+fl_strip_ansi(PyObject *self, PyObject *arg)
+{
+    if (!PyBytes_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "strip_ansi() argument must be bytes");
+        return NULL;
+    }
+    const unsigned char *src = (const unsigned char *)PyBytes_AS_STRING(arg);
+    Py_ssize_t n = PyBytes_GET_SIZE(arg);
+    const unsigned char *esc = memchr(src, 0x1B, (size_t)n);
+    if (esc == NULL) {
+        Py_INCREF(arg);
+        return arg;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n);
+    if (out == NULL)
+        return NULL;
+    unsigned char *dst = (unsigned char *)PyBytes_AS_STRING(out);
+    Py_ssize_t w = 0, i = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (esc != NULL) {
+        Py_ssize_t e = esc - src;
+        memcpy(dst + w, src + i, (size_t)(e - i));
+        w += e - i;
+        Py_ssize_t len = escape_len(src + e, n - e);
+        if (len == 0) {
+            dst[w++] = 0x1B; /* not a sequence: keep the ESC, go on after it */
+            i = e + 1;
+        } else {
+            i = e + len;
+        }
+        esc = i < n ? memchr(src + i, 0x1B, (size_t)(n - i)) : NULL;
+    }
+    memcpy(dst + w, src + i, (size_t)(n - i));
+    w += n - i;
+    Py_END_ALLOW_THREADS
+    if (_PyBytes_Resize(&out, w) < 0)
+        return NULL;
+    return out;
+}
+
+static PyObject *
+fl_line_starts(PyObject *self, PyObject *args)
+{
+    PyObject *data;
+    long long base;
+    if (!PyArg_ParseTuple(args, "SL:line_starts", &data, &base))
+        return NULL;
+    const char *src = PyBytes_AS_STRING(data);
+    Py_ssize_t n = PyBytes_GET_SIZE(data);
+    Py_ssize_t lines = 1;
+    for (const char *p = memchr(src, '\n', (size_t)n); p != NULL;
+         p = memchr(p + 1, '\n', (size_t)(n - (p + 1 - src))))
+        lines++;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, lines * (Py_ssize_t)sizeof(int64_t));
+    if (out == NULL)
+        return NULL;
+    int64_t *starts = (int64_t *)PyBytes_AS_STRING(out);
+    Py_ssize_t longest = 0, k = 0, start = 0;
+    Py_BEGIN_ALLOW_THREADS
+    starts[k++] = base;
+    for (const char *p = memchr(src, '\n', (size_t)n); p != NULL;
+         p = memchr(p + 1, '\n', (size_t)(n - (p + 1 - src)))) {
+        Py_ssize_t end = p - src;
+        if (end - start > longest)
+            longest = end - start;
+        start = end + 1;
+        starts[k++] = base + start;
+    }
+    if (n - start > longest)
+        longest = n - start;
+    Py_END_ALLOW_THREADS
+    return Py_BuildValue("(Nn)", out, longest);
+}
+
+static int
+utf8_ok(const unsigned char *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        while (i + 8 <= n) { /* ASCII runs, 8 bytes at a time */
+            uint64_t v;
+            memcpy(&v, s + i, 8);
+            if (v & 0x8080808080808080ULL)
+                break;
+            i += 8;
+        }
+        if (i >= n)
+            break;
+        unsigned char c = s[i];
+        if (c < 0x80) {
+            i++;
+        } else if (c >= 0xC2 && c <= 0xDF) {
+            if (i + 1 >= n || (s[i + 1] & 0xC0) != 0x80)
+                return 0;
+            i += 2;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            unsigned char lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+            if (i + 2 >= n || s[i + 1] < lo || s[i + 1] > hi || (s[i + 2] & 0xC0) != 0x80)
+                return 0;
+            i += 3;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            unsigned char lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+            if (i + 3 >= n || s[i + 1] < lo || s[i + 1] > hi || (s[i + 2] & 0xC0) != 0x80
+                || (s[i + 3] & 0xC0) != 0x80)
+                return 0;
+            i += 4;
+        } else {
+            return 0; /* continuation byte without a lead, C0, C1, F5-FF */
+        }
+    }
+    return 1;
+}
+
+static PyObject *
+fl_utf8_valid(PyObject *self, PyObject *arg)
+{
+    if (!PyBytes_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "utf8_valid() argument must be bytes");
+        return NULL;
+    }
+    int ok;
+    const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(arg);
+    Py_ssize_t n = PyBytes_GET_SIZE(arg);
+    Py_BEGIN_ALLOW_THREADS
+    ok = utf8_ok(s, n);
+    Py_END_ALLOW_THREADS
+    return PyBool_FromLong(ok);
+}
+
+static PyObject *
+fl_count_newlines(PyObject *self, PyObject *arg)
+{
+    if (!PyBytes_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "count_newlines() argument must be bytes");
+        return NULL;
+    }
+    const char *src = PyBytes_AS_STRING(arg);
+    Py_ssize_t n = PyBytes_GET_SIZE(arg), count = 0;
+    for (const char *p = memchr(src, '\n', (size_t)n); p != NULL;
+         p = memchr(p + 1, '\n', (size_t)(n - (p + 1 - src))))
+        count++;
+    return PyLong_FromSsize_t(count);
+}
+
+static PyMethodDef fl_methods[] = {
+    {"strip_ansi", fl_strip_ansi, METH_O, "Remove ANSI escape sequences from bytes (see the module doc)."},
+    {"utf8_valid", fl_utf8_valid, METH_O, "Whether bytes are well-formed UTF-8 (as Python's strict decoder)."},
+    {"count_newlines", fl_count_newlines, METH_O, "data.count(b'\\n'), with memchr."},
+    {"line_starts", fl_line_starts, METH_VARARGS, "(int64 array of line start offsets + base, longest line)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef fl_module = {
+    PyModuleDef_HEAD_INIT, "rlhealth._fastlines",
+    "Native helpers for log reading (optional; pure-Python equivalents exist).", -1, fl_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__fastlines(void)
+{
+    return PyModule_Create(&fl_module);
+}

@@ -1,0 +1,77 @@
+"""Byte-level passes over blocks of log lines, each with a native fast path.
+
+The C versions (rlhealth/_native/fastlines.c, built by `pip install` when a compiler is present)
+do one memchr-driven pass and allocate nothing per line; the Python versions here give identical
+results (tests hold the two equal on fuzzed input) and are used when the extension is missing.
+`NATIVE` says which are in use.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from itertools import accumulate
+from operator import add
+
+__all__ = ["ANSI_PATTERN", "NATIVE", "count_newlines", "line_starts", "strip_ansi_bytes", "utf8_valid",
+           "count_newlines_py", "line_starts_py", "strip_ansi_bytes_py", "utf8_valid_py"]
+
+# CSI sequences (colours, cursor moves), OSC sequences (hyperlinks/titles) and two-byte escapes.
+# The ESC is factored out (a literal prefix the regex engine searches for) and the SGR colour shape
+# comes first: the same matches as ``\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)|
+# \x1b[@-Z\\-_]`` (an SGR sequence is a CSI sequence, and the CSI branch matches exactly its bytes).
+ANSI_PATTERN = r"\x1b(?:\[[0-9;]*m|\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)|[@-Z\\-_])"
+_ANSI_SPLIT_B = re.compile(ANSI_PATTERN.encode("ascii")).split
+
+
+def strip_ansi_bytes_py(b: bytes) -> bytes:
+    """Remove ANSI escape sequences from bytes (never removes a newline)."""
+    if b"\x1b" not in b:
+        return b
+    # join(split) == sub("") for a pattern without groups that never matches empty
+    return b"".join(_ANSI_SPLIT_B(b))
+
+
+def line_starts_py(data: bytes, base: int) -> tuple[list[int], int]:
+    parts = data.split(b"\n")
+    lens = list(map(len, parts))
+    return list(map(add, accumulate(lens, initial=base), range(len(parts)))), max(lens)
+
+
+def utf8_valid_py(data: bytes) -> bool:
+    if data.isascii():
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def count_newlines_py(data: bytes) -> int:
+    return data.count(b"\n")
+
+
+try:
+    from rlhealth import _fastlines as _native
+except ImportError:  # pragma: no cover - built without a C compiler
+    _native = None
+
+NATIVE = _native is not None
+
+if _native is not None:
+    strip_ansi_bytes = _native.strip_ansi
+    utf8_valid = _native.utf8_valid
+    count_newlines = _native.count_newlines
+    _native_line_starts = _native.line_starts
+
+    def line_starts(data: bytes, base: int) -> tuple[Sequence[int], int]:
+        """(base + the start offset of every line of ``data.split(b"\\n")``, the longest line's
+        length in bytes)."""
+        raw, longest = _native_line_starts(data, base)
+        return memoryview(raw).cast("q"), longest
+else:  # pragma: no cover
+    strip_ansi_bytes = strip_ansi_bytes_py
+    utf8_valid = utf8_valid_py
+    count_newlines = count_newlines_py
+    line_starts = line_starts_py  # type: ignore[assignment]
