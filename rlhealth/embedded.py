@@ -65,11 +65,22 @@ def run_events(core: HealthCore, job_id: str, events: Iterable[EventBase], now: 
     return state, n_events, n_findings
 
 
+# With prefiltered reading a batch costs about the same whatever its size (~100 us: its last
+# lines' timestamps, the event, the step), so the probe reads bigger batches than the shippers.
+# A batch's event_time (its last stamped line) only orders it against the other sources: the core
+# times every matched line by its own stamp.
+PROBE_BATCH_LINES = 2000
+ASOF_BATCH_LINES = 500
+
+
 def probe(capture_dir: Path, core: HealthCore, now: datetime | None = None,
           on_findings: Callable[[str, list[Finding]], None] | None = None,
-          progress: Callable[[EventBase], None] | None = None, batch_lines: int = 500,
+          progress: Callable[[EventBase], None] | None = None, batch_lines: int | None = None,
           workers: int | None = None) -> ProbeResult:
     """Judge one capture. Raises rlhealth.sources.capture.CaptureError when it cannot be read at all.
+
+    `batch_lines`: lines per log batch; default `PROBE_BATCH_LINES`, or `ASOF_BATCH_LINES` when
+    judging as of an earlier `now` (a batch that ends after `now` is left out whole).
 
     `workers`: log-reading worker processes (see `_LogPool`); None = automatic (one per CPU, at most
     one per log file, when the capture has 2-64 log files and `PARALLEL_MIN_BYTES` of logs, this
@@ -80,8 +91,10 @@ def probe(capture_dir: Path, core: HealthCore, now: datetime | None = None,
     from rlhealth.sources.capture import open_capture
 
     t0 = time.perf_counter()
+    if batch_lines is None:
+        batch_lines = PROBE_BATCH_LINES if now is None else ASOF_BATCH_LINES
     # The core's classifier as the readers' prefilter: lines the core would not read stay empty.
-    cap = open_capture(Path(capture_dir), batch_lines=batch_lines, prefilter=core.classifier)
+    cap = open_capture(Path(capture_dir), batch_lines=batch_lines, prefilter=core.classifier, prefilter_now=now)
     when = now or cap.info.captured_at
     # Workers replay matches batch by batch; judging "as of" an earlier time drops batches, so that path
     # stays in one process.
@@ -117,6 +130,7 @@ PARALLEL_MIN_BYTES = 64 << 20
 _MAX_WORKERS = 4
 _AUTO_MAX_FILES = 64  # beyond that each worker holds many suspended readers; stay in one process
 _AUTO_MIN_IDLE = 1.2  # idle CPUs (over a 50 ms sample) needed to start workers
+_AUTO_MIN_CPUS = 4
 
 
 def _single_threaded() -> bool:
@@ -169,10 +183,12 @@ def _probe_workers(log_files: list[Path], workers: int | None) -> int:
             cpus = len(os.sched_getaffinity(0))
         except (AttributeError, OSError):
             cpus = os.cpu_count() or 1
-        # Workers cost ~25% more CPU in all (pickling batches across, sibling hyperthreads): they pay
-        # only when other processes leave a CPU idle (2 shared vCPUs: about -35% wall when idle, +27%
-        # when another job kept a CPU busy).
-        big = sum(sizes) >= PARALLEL_MIN_BYTES and 2 <= n_files <= _AUTO_MAX_FILES and cpus >= 2
+        # Since reading is prefiltered, the main process (the core's folds of matched lines) is the
+        # longer half, and workers add pickling and lose the shared timestamp memo: on 2 shared
+        # vCPUs they made the probe ~40% slower (BENCHMARKS.md). They are started automatically only
+        # with _AUTO_MIN_CPUS CPUs or more.
+        big = (sum(sizes) >= PARALLEL_MIN_BYTES and 2 <= n_files <= _AUTO_MAX_FILES
+               and cpus >= _AUTO_MIN_CPUS)
         workers = (min(cpus, _MAX_WORKERS)
                    if big and _single_threaded() and _idle_cpus(cpus) >= _AUTO_MIN_IDLE else 0)
     workers = min(workers, n_files)

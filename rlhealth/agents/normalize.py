@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 
 from rlhealth.agents.bytescan import ANSI_PATTERN, strip_ansi_bytes
@@ -62,8 +63,9 @@ def split_records(text: str) -> list[str]:
     return parts
 
 
-@dataclass(frozen=True, slots=True)
-class Prefix:
+class Prefix(NamedTuple):
+    """A process or pod prefix of a line. A tuple: hashed in C, it keys the per-prefix memos."""
+
     name: str
     pid: int | None = None
     ip: str | None = None
@@ -218,12 +220,14 @@ _HALF_YEAR = timedelta(days=183)
 def _yearless(mo: int, d: int, h: int, mi: int, s: int, us: int, ref: datetime,
               tz: tzinfo) -> datetime | None:
     ref_utc = ref if ref.tzinfo is not None else ref.replace(tzinfo=UTC)
-    year = ref_utc.astimezone(tz).year
+    year = ref_utc.year if tz is UTC and ref_utc.tzinfo is UTC else ref_utc.astimezone(tz).year
     for y in (year, year - 1):
         try:
-            dt = datetime(y, mo, d, h, mi, s, us, tzinfo=tz).astimezone(UTC)
+            dt = datetime(y, mo, d, h, mi, s, us, tzinfo=tz)
         except ValueError:  # e.g. Feb 29 in a non-leap year
             continue
+        if tz is not UTC:
+            dt = dt.astimezone(UTC)
         if dt - ref_utc > _HALF_YEAR and y == year:
             continue
         return dt

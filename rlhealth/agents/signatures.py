@@ -220,16 +220,17 @@ class _Extractor:
         self.before = (re.compile(f"(?:{rule.extract_before})\\Z")
                        if self.regex is not None and rule.extract_before else None)
         self.defaults = dict(rule.defaults)
-        # per field, in the rule's order: which regex holds it (0 extract, 1 extract_before), its
-        # group number, and what convert_value would do with its name: keep text (0), size in GiB
-        # (1), convert (2)
+        # per field, in the rule's order: its group's index and what convert_value would do with
+        # its name: keep text (0), size in GiB (1), convert (2)
+        # (index into m.groups() + before.groups(): extract's groups first)
         plan = []
+        n_main = self.regex.groups if self.regex is not None else 0
         for name in rule.fields:
             how = 0 if name in rule.text_fields else 1 if name.endswith("_gib") else 2
             if self.regex is not None and name in self.regex.groupindex:
-                plan.append((name, 0, self.regex.groupindex[name] - 1, how))
+                plan.append((name, self.regex.groupindex[name] - 1, how))
             elif self.before is not None and name in self.before.groupindex:
-                plan.append((name, 1, self.before.groupindex[name] - 1, how))
+                plan.append((name, n_main + self.before.groupindex[name] - 1, how))
         self._plan = tuple(plan)
 
     def __call__(self, text: str) -> dict[str, object]:
@@ -237,17 +238,23 @@ class _Extractor:
         if self.regex is not None:
             m = self.regex.search(text)
             if m is not None:
-                groups = (m.groups(), ())
+                before: tuple = ()
                 if self.before is not None:
                     start = m.start()
                     b = self.before.search(text, max(0, start - EXTRACT_BEFORE_CHARS), start)
                     if b is not None:
-                        groups = (groups[0], b.groups())
-                for name, src, i, how in self._plan:
-                    g = groups[src]
-                    v = g[i] if i < len(g) else None
-                    if v is not None:
-                        out[name] = _convert(v) if how == 2 else (v if how == 0 else convert_value(name, v))
+                        before = b.groups()
+                # per field: the value of its group (None when the group did not take part)
+                values = m.groups() + before
+                for name, i, how in self._plan:
+                    v = values[i] if i < len(values) else None
+                    if v is None:
+                        continue
+                    if how == 2:
+                        # _convert's first fast path, inlined: most extracted values are ASCII integers
+                        out[name] = int(v) if v.isdigit() and v.isascii() else _convert(v)
+                    else:
+                        out[name] = v if how == 0 else convert_value(name, v)
         if self.defaults:
             for k, v in self.defaults.items():
                 out.setdefault(k, v)

@@ -230,12 +230,13 @@ class Capture:
     _chunk_bytes = CHUNK_BYTES
 
     def __init__(self, path: Path, info: CaptureInfo, *, batch_lines: int = 500,
-                 prefilter: Classifier | None = None) -> None:
+                 prefilter: Classifier | None = None, prefilter_now: datetime | None = None) -> None:
         self.path = Path(path)
         self.info = info
         self.batch_lines = batch_lines
         # the core's classifier: log lines the core will not read are left empty (LogReader prefilter)
         self.prefilter = prefilter
+        self.prefilter_now = prefilter_now  # the `now` that core will judge at (default captured_at)
         self._static: list[SourceProblem] = []
         self.problems: list[SourceProblem] = []
         self.stats = CaptureStats()
@@ -478,7 +479,8 @@ class Capture:
             return
         if open_log is None:
             reader = LogReader(f, job_id=self.info.job_id, source=source, batch_lines=self.batch_lines,
-                               chunk_bytes=self._chunk_bytes, prefilter=self.prefilter)
+                               chunk_bytes=self._chunk_bytes, prefilter=self.prefilter,
+                               prefilter_now=self.prefilter_now)
             batches = reader.read(final=True, ref_time=self.info.captured_at, fallback_time=fallback)
         else:
             reader = open_log(f, source, fallback)
@@ -581,14 +583,16 @@ class Capture:
             yield ev
 
 
-def open_capture(path: Path | str, *, batch_lines: int = 500, prefilter: Classifier | None = None) -> Capture:
+def open_capture(path: Path | str, *, batch_lines: int = 500, prefilter: Classifier | None = None,
+                 prefilter_now: datetime | None = None) -> Capture:
     """Open a capture directory. Raises `CaptureError` when it has no valid capture.json.
 
     `prefilter`: the classifier of the core the events go to; log batches then carry only the
-    lines that core reads (the others are empty strings) and the core's state is the same."""
+    lines that core reads (the others are empty strings) and the core's state is the same;
+    `prefilter_now` is the `now` that core will step them with, when it is not `captured_at`."""
     p = Path(path)
     info = read_capture_info(p)
-    return Capture(p, info, batch_lines=batch_lines, prefilter=prefilter)
+    return Capture(p, info, batch_lines=batch_lines, prefilter=prefilter, prefilter_now=prefilter_now)
 
 
 __all__ = ["Capture", "CaptureError", "CaptureInfo", "CaptureStats", "SourceProblem", "open_capture",

@@ -268,6 +268,7 @@ class LogReader:
         chunk_bytes: int = CHUNK_BYTES,
         redactor: Redactor | None = None,
         prefilter: Classifier | None = None,
+        prefilter_now: datetime | None = None,
     ) -> None:
         if not 1 <= batch_lines <= MAX_LINES_PER_BATCH:
             raise ValueError(f"batch_lines must be in 1..{MAX_LINES_PER_BATCH}")
@@ -287,6 +288,9 @@ class LogReader:
         self._held: list[dict] = []
         self._last_utf8: tuple[list[str] | None, bytes | None] = (None, None)
         self.prefilter = prefilter
+        # the `now` the core will step these batches with (it anchors year-less stamps the same way
+        # when deciding which earlier lines time a match); None: the reader's ref_time
+        self.prefilter_now = prefilter_now
         self.lines_decoded = 0  # lines a prefiltering reader turned into text (all lines otherwise)
 
     @property
@@ -338,6 +342,8 @@ class LogReader:
         changed = self.redactor.redact_block(block, lines, bad)
         trunc = 0
         long = len(block) > MAX_LINE_CHARS and max(map(len, raw)) > MAX_LINE_CHARS  # else none is over a limit
+        if changed and not long:
+            long = max(map(len, lines)) > MAX_LINE_CHARS  # a mask can be longer than the secret
         if long:
             for i, s in enumerate(lines):
                 if len(s) > MAX_LINE_CHARS or len(raw[i]) >= MAX_LINE_BYTES:
@@ -401,6 +407,10 @@ class LogReader:
         for no, off, parts in self.tail.blocks(final, self.chunk_bytes):
             # byte offset of each line: off + sum of (len + 1) of the lines before it (in C)
             offs = list(map(add, accumulate(map(len, parts), initial=off), range(len(parts))))
+            if raw and offsets[-1] + len(raw[-1]) + 1 != off:
+                # the skipped tail of a giant line lies between: a batch holds contiguous lines
+                yield from self._build(raw, offsets, first_no, ref_time, fb)
+                raw, offsets = [], []
             if raw:
                 raw += parts
                 offsets += offs
@@ -434,6 +444,12 @@ class LogReader:
         size = self.batch_lines
         carry: tuple[int, int, bytes] | None = None  # lines after the last whole batch
         for no, off, data in self.tail.spans(final, self.chunk_bytes):
+            if carry is not None and carry[1] + len(carry[2]) + 1 != off:
+                # the skipped tail of a giant line lies between: a batch holds contiguous lines
+                c_no, c_off, c_data = carry
+                starts, longest = line_starts(c_data, c_off)
+                yield from self._region(c_data, starts, len(starts), c_no, c_off, longest, ref, fb)
+                carry = None
             if carry is not None:
                 no, off, data = carry[0], carry[1], carry[2] + b"\n" + data
                 carry = None
@@ -498,6 +514,7 @@ class LogReader:
         lines = [""] * n
         total = len(starts)
         last = len(data)
+        core_now = self.prefilter_now or ref
 
         def text(j: int) -> str:
             t = lines[j]
@@ -519,20 +536,27 @@ class LogReader:
         for j in anchors:
             text(j)
         changed = self.redactor.redact_block(b"", lines, secrets) if secrets else 0
+        trunc = 0
+        if changed:
+            for j in secrets:  # a mask can be longer than the secret it hides
+                if len(lines[j]) > MAX_LINE_CHARS:
+                    lines[j] = lines[j][:MAX_LINE_CHARS]
+                    trunc += 1
         for j, before in anchors.items():
             for k in range(max(0, j - before), j):
                 text(k)
             # back to the nearest line with its own timestamp, as the core's time lookback goes
             for k in range(j, max(j - ingest.TIME_LOOKBACK_LINES, -1), -1):
-                if line_timestamp(text(k), ref) is not None:
+                if line_timestamp(text(k), core_now) is not None:
                     break
         self.lines_decoded += n - lines.count("")
         self.lines_read += n
         bstart = starts[i] - off
         bend = starts[i + n] - off - 1 if i + n < total else last
         self.bytes_read += bend - bstart + 1
-        fields = dict(lines=lines, offsets=list(starts[i:i + n]), first_line_no=first_no + i, truncated_lines=0,
-                      invalid_utf8_lines=0, _fits=not changed)
+        self.truncated_lines += trunc
+        fields = dict(lines=lines, offsets=list(starts[i:i + n]), first_line_no=first_no + i, truncated_lines=trunc,
+                      invalid_utf8_lines=0, _fits=True)  # no line was longer in bytes; masked ones were cut above
         t = self._batch_time(lines, ref)
         if t is not None:
             self.timestamped = True

@@ -1,0 +1,376 @@
+"""The native byte passes (rlhealth/_native/fastlines.c) equal their pure-Python twins, and the fast
+paths in normalize (flat Ray-prefix regex, ``:MM:`` precheck, memos) give the slow paths' answers."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from rlhealth.agents import bytescan, normalize
+from rlhealth.agents.bytescan import (
+    count_newlines,
+    count_newlines_py,
+    line_starts,
+    line_starts_py,
+    strip_ansi_bytes,
+    strip_ansi_bytes_py,
+    utf8_valid,
+    utf8_valid_py,
+)
+
+FAST = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SLOW = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+needs_native = pytest.mark.skipif(not bytescan.NATIVE, reason="rlhealth._fastlines not built")
+
+# -- adversarial bytes -----------------------------------------------------------------------
+
+_ASCII_PIECES = [b"\x1b", b"[", b"]", b"\x07", b"\\", b"\n", b"\r", b";", b"m", b"?", b" ", b"/", b"@", b"~",
+                 b":", b"<", b"=", b">", b"!", b"-", b"_", b"^", b"Z", b"A", b"z", b"a", b"\x00", b"\x7f", b"\t"]
+_ASCII_PIECES += [bytes([c]) for c in b"0123456789"]
+_ESCAPES = [b"\x1b[0m", b"\x1b[31;1m", b"\x1b[36m", b"\x1b[?25h", b"\x1b[2 q", b"\x1b[1;2;3H", b"\x1b[",
+            b"\x1b]8;;http://x/\x07", b"\x1b]0;title\x1b\\", b"\x1b]0;t\x1b", b"\x1b]x\n", b"\x1b]",
+            b"\x1bM", b"\x1b\\", b"\x1b_", b"\x1b@", b"\x1b[0", b"\x1b[ ", b"\x1b[0;"]
+_VALID_UTF8 = [c.encode("utf-8") for c in ("é", "ß", "€", "中", "😀", "\u0085", "\u00a0", "\u2028", "\ufeff",
+                                          "\uffff", "\ud7ff", "\ue000", "\U00010000", "\U0010ffff", "\u0800")]
+_BROKEN_UTF8 = [b"\xc0\x80", b"\xc1\xbf", b"\xe0\x80\x80", b"\xe0\x9f\xbf", b"\xed\xa0\x80", b"\xed\xbf\xbf",
+                b"\xf0\x80\x80\x80", b"\xf0\x8f\xbf\xbf", b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\xf8",
+                b"\xff", b"\xfe", b"\x80", b"\xbf", b"\xc2", b"\xe2\x82", b"\xf0\x9f\x98", b"\xe2\x82\x41",
+                b"\xc2\xc2\xa9", b"\xf0\x9f\x98\x41"]
+_HIGH = [bytes([c]) for c in range(0x80, 0x100)]
+
+piece = st.one_of(
+    st.sampled_from(_ASCII_PIECES),
+    st.sampled_from(_ESCAPES),
+    st.sampled_from(_VALID_UTF8),
+    st.sampled_from(_BROKEN_UTF8),
+    st.sampled_from(_HIGH),
+    st.binary(max_size=3),
+    st.integers(0, 20).map(lambda n: b"abcdefgh"[: n % 9] * (n // 9 + 1)),  # ASCII runs of every length
+)
+adversarial = st.lists(piece, max_size=48).map(b"".join)
+# mostly valid UTF-8 (so the validator's interesting paths are reached), with a broken tail sometimes
+utf8ish = st.tuples(
+    st.lists(st.one_of(st.sampled_from(_VALID_UTF8), st.sampled_from(_ASCII_PIECES), st.sampled_from(_ESCAPES),
+                       st.text(max_size=4).map(lambda s: s.encode("utf-8", "surrogatepass"))), max_size=30),
+    st.one_of(st.just(b""), st.sampled_from(_BROKEN_UTF8), st.sampled_from(_VALID_UTF8).map(lambda b: b[:-1])),
+).map(lambda t: b"".join(t[0]) + t[1])
+any_bytes = st.one_of(adversarial, utf8ish, st.binary(max_size=64))
+
+
+def _decodes(b: bytes) -> bool:
+    try:
+        b.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+# -- the native module is really there -------------------------------------------------------
+
+
+def test_native_extension_is_built_when_a_compiler_exists() -> None:
+    """A broken or skipped build of rlhealth._fastlines must not pass silently."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler: the pure-Python fallback is expected")
+    assert bytescan.NATIVE, f"a C compiler ({compiler}) is present but rlhealth._fastlines is not importable"
+    from rlhealth import _fastlines
+
+    assert bytescan.strip_ansi_bytes is _fastlines.strip_ansi
+    assert bytescan.utf8_valid is _fastlines.utf8_valid
+    assert bytescan.count_newlines is _fastlines.count_newlines
+
+
+# -- strip_ansi ------------------------------------------------------------------------------
+
+
+@needs_native
+@FAST
+@given(any_bytes)
+@example(b"\x1b\x1b[0m[31m")
+@example(b"\x1b]\x1b\\")
+@example(b"\x1b]abc\x1b\x1b\\")
+@example(b"\x1b[0;?m\x1b")
+@example(b"\x1b")
+def test_strip_ansi_native_equals_python(b: bytes) -> None:
+    got = strip_ansi_bytes(b)
+    want = strip_ansi_bytes_py(b)
+    assert got == want
+    assert type(got) is bytes
+    # the regex, literally (sub == join(split) for this pattern)
+    assert want == re.sub(bytescan.ANSI_PATTERN.encode("ascii"), b"", b)
+    assert got.count(b"\n") == b.count(b"\n")  # never removes a newline
+    if b"\x1b" not in b:
+        assert got is b and want is b
+    else:
+        assert len(got) <= len(b)
+
+
+def test_strip_ansi_pathological_inputs() -> None:
+    cases = {
+        b"\x1b\x1b[0m[31m": b"\x1b[31m",  # removing the inner sequence leaves a new one: not re-scanned
+        b"\x1b[31mred\x1b[0m": b"red",
+        b"\x1b]8;;http://x\x07link\x1b]8;;\x07": b"link",
+        b"\x1b]0;title\x1b\\x": b"x",
+        b"\x1b]0;never closed\n": b"0;never closed\n",  # ESC ] alone is a two-byte escape
+        b"\x1b[": b"\x1b[",
+        b"\x1b": b"\x1b",
+        b"a\x1b[1;2": b"a\x1b[1;2",
+        b"\x1b[?25l\x1b[2K\r": b"\r",
+        b"\x1b\n": b"\x1b\n",
+    }
+    for raw, want in cases.items():
+        assert strip_ansi_bytes_py(raw) == want, raw
+        assert strip_ansi_bytes(raw) == want, raw
+    for raw in (b"", b"plain", b"\xff\xfe no esc"):
+        assert strip_ansi_bytes(raw) is raw
+
+
+utf8_text = st.lists(
+    st.one_of(st.sampled_from([p.decode("latin-1") for p in _ASCII_PIECES]),
+              st.sampled_from([p.decode("latin-1") for p in _ESCAPES]),
+              st.sampled_from([p.decode("utf-8") for p in _VALID_UTF8]),
+              st.text(max_size=3)),
+    max_size=40,
+).map("".join)
+
+
+@SLOW
+@given(utf8_text)
+@example("\x1b]é\x07x")
+@example("\x1b]\u2028\x1b\\y")
+def test_str_strip_agrees_with_bytes_strip(s: str) -> None:
+    enc = s.encode("utf-8", "surrogatepass")
+    assert normalize.strip_ansi(s).encode("utf-8", "surrogatepass") == strip_ansi_bytes(enc)
+    assert strip_ansi_bytes_py(enc).decode("utf-8", "surrogatepass") == normalize.strip_ansi(s)
+
+
+# -- utf8_valid ------------------------------------------------------------------------------
+
+
+@needs_native
+@FAST
+@given(any_bytes)
+@example(b"\xed\xa0\x80")
+@example(b"abcdefg\xc3")
+@example(b"abcdefgh\xf4\x90\x80\x80")
+@example(b"\xef\xbf\xbf")
+def test_utf8_valid_native_equals_python_and_decode(b: bytes) -> None:
+    ok = _decodes(b)
+    assert utf8_valid_py(b) is ok
+    assert utf8_valid(b) is ok
+
+
+@needs_native
+def test_utf8_valid_every_lead_and_second_byte() -> None:
+    """Every (lead, second) byte pair, with a few third/fourth bytes, at every alignment of the 8-byte
+    ASCII fast loop, and cut short at the end."""
+    tails = [b"", b"\x80", b"\x41", b"\xbf\xbf", b"\x80\xc0"]
+    bad = []
+    for lead in range(0x80, 0x100):
+        for second in range(0x100):
+            for tail in tails:
+                seq = bytes([lead, second]) + tail
+                for pad in (b"", b"abcdefg"):
+                    for data in (pad + seq, pad + seq + b"xy"):
+                        if utf8_valid(data) is not _decodes(data):
+                            bad.append(data)
+    assert not bad, bad[:10]
+
+
+# -- line_starts / count_newlines ------------------------------------------------------------
+
+
+def _starts(data: bytes, base: int) -> tuple[list[int], int]:
+    s, longest = line_starts(data, base)
+    return list(s), longest
+
+
+@needs_native
+@FAST
+@given(any_bytes, st.one_of(st.integers(0, 2**62), st.integers(-(2**20), 2**20)))
+@example(b"", 0)
+@example(b"\n", 5)
+@example(b"\n\n", 0)
+@example(b"abc", 100)
+@example(b"\nab\n", 7)
+def test_line_starts_native_equals_python(data: bytes, base: int) -> None:
+    got = _starts(data, base)
+    want = line_starts_py(data, base)
+    assert got == want
+    parts = data.split(b"\n")
+    assert len(got[0]) == len(parts) == data.count(b"\n") + 1
+    assert got[1] == max(map(len, parts))
+    for start, part in zip(got[0], parts):
+        assert data[start - base: start - base + len(part)] == part
+
+
+def test_line_starts_edges() -> None:
+    for fn in (_starts, line_starts_py):
+        assert fn(b"", 0) == ([0], 0)
+        assert fn(b"", 42) == ([42], 0)
+        assert fn(b"no newline", 3) == ([3], 10)
+        assert fn(b"\n", 0) == ([0, 1], 0)
+        assert fn(b"\nleading", 10) == ([10, 11], 7)
+        assert fn(b"trailing\n", 10) == ([10, 19], 8)
+        assert fn(b"\n\nx\n", 0) == ([0, 1, 2, 4], 1)
+        assert fn(b"a\nbbb\ncc", 2**40) == ([2**40, 2**40 + 2, 2**40 + 6], 3)
+
+
+@needs_native
+@FAST
+@given(any_bytes)
+def test_count_newlines_native_equals_python(data: bytes) -> None:
+    n = data.count(b"\n")
+    assert count_newlines_py(data) == n
+    assert count_newlines(data) == n
+
+
+@needs_native
+def test_native_functions_reject_non_bytes() -> None:
+    for fn in (strip_ansi_bytes, utf8_valid, count_newlines):
+        with pytest.raises(TypeError):
+            fn("text")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        line_starts("text", 0)  # type: ignore[arg-type]
+
+
+def test_large_blocks_agree() -> None:
+    """Sizes past the 8-byte ASCII loop and a few memchr pages, with the odd byte far in."""
+    block = (b"2026-10-14T16:14:50Z \x1b[36m(Worker pid=1)\x1b[0m step 1 loss=0.5\n" * 5000)
+    for data in (block, block[:-1], block + "é".encode(), block + b"\xc3", b"\n" + block + b"\x1b"):
+        assert strip_ansi_bytes(data) == strip_ansi_bytes_py(data)
+        assert utf8_valid(data) is utf8_valid_py(data) is _decodes(data)
+        assert count_newlines(data) == data.count(b"\n")
+        assert _starts(data, 17) == line_starts_py(data, 17)
+
+
+# -- normalize: the flat Ray-prefix regex ----------------------------------------------------
+
+_PAREN_PIECES = ["(", ")", "pid=", "12", "0", ", ip=", "10.0.0.1", "::1", " ", "Actor", "x(y)", "\n", "pid",
+                 "=", ",", "ip=", "a", "é", "(pid=3)", "Name pid=4", "-", ":", ")(", "  "]
+paren_text = st.tuples(
+    st.sampled_from(["(", "(", "(", "", "x"]),
+    st.lists(st.sampled_from(_PAREN_PIECES), max_size=16).map("".join),
+).map("".join)
+
+
+@FAST
+@given(paren_text)
+@example("(RayWorker pid=1, ip=10.0.0.1) hello")
+@example("(MyActor(index=2) pid=4) x")
+@example("(pid=12)")
+@example("(a pid=1 pid=2) x")
+@example("(Actor pid=12, ip=10.0.0.1)x(y) pid=3) ")
+def test_flat_paren_regex_is_the_nested_regex_when_it_matches(s: str) -> None:
+    flat = normalize._PAREN_PID_FLAT_RE.match(s)
+    full = normalize._PAREN_PID_RE.match(s)
+    if flat is not None:
+        assert full is not None
+        assert flat.span() == full.span()
+        assert flat.groups() == full.groups()
+
+
+@SLOW
+@given(paren_text)
+def test_peel_with_fast_path_equals_peel_with_nested_regex_only(s: str) -> None:
+    fast = normalize._peel_uncached(s)
+    saved = normalize._PAREN_PID_FLAT_RE
+    normalize._PAREN_PID_FLAT_RE = normalize._PAREN_PID_RE
+    try:
+        slow = normalize._peel_uncached(s)
+    finally:
+        normalize._PAREN_PID_FLAT_RE = saved
+    assert fast == slow
+
+
+def test_flat_paren_regex_examples() -> None:
+    m = normalize._PAREN_PID_FLAT_RE.match("(RayWorker pid=1, ip=10.0.0.1) hello")
+    assert m is not None and m.groups() == ("RayWorker", "1", "10.0.0.1") and m.end() == 31
+    assert normalize._PAREN_PID_FLAT_RE.match("(MyActor(index=2) pid=4) x") is None
+    full = normalize._PAREN_PID_RE.match("(MyActor(index=2) pid=4) x")
+    assert full is not None and full.group(1) == "MyActor(index=2)"
+    assert normalize.peel_prefixes("\x1b[36m(RayWorker pid=1, ip=10.0.0.1)\x1b[0m hi") == (
+        (normalize.Prefix("RayWorker", 1, "10.0.0.1"),), "hi")
+
+
+# -- normalize: line_timestamp's precheck and memos ------------------------------------------
+
+_TS_PIECES = ["INFO ", "ERROR ", "WARNING ", "10-14 ", "02-29 ", "13-45 ", "16:14:50", "23:59:60", " ", "12:00:00",
+              "2026-10-14", "2024-02-29", "2026-13-01", "T", ".123", ",123", ".123456789", "Z", "+02:00", "-0530",
+              "[", "]", "E1014 ", "I229 ", "W1223 05:17:58.996000 3304089 ", "[E321 02:07:08.412230519 ",
+              "Nov 29 10:20:02 host ", "Feb 29 01:02:03 h ", "Foo 29 01:02:03 h ",
+              "[Fri Nov 29 10:14:31 2024] ", "[2023-07-11 15:20:05,144 I ",
+              "\x1b[36m(RayWorker pid=1, ip=10.0.0.1)\x1b[0m ", "(pid=7) ", "[rank3]: ", "[rank1]:", "[default0]:",
+              "[pod/a-0/main] ", "2026-05-12T08:01:39.331095044Z stdout F ", "2026-05-12T08:01:39Z ",
+              "\x1b[0m", "\x1b[31m", ":", "1", "12", "٠١", ":٣٤:", "\r", "\t", "x", "CANCELLED AT ", "step 5 "]
+ts_line = st.lists(st.sampled_from(_TS_PIECES), max_size=10).map("".join)
+refs = st.sampled_from([
+    datetime(2026, 10, 14, 17, 0, tzinfo=UTC),
+    datetime(2028, 3, 1, 0, 0, tzinfo=UTC),  # leap year: 02-29 stamps exist
+    datetime(2027, 1, 5, 12, 0, tzinfo=UTC),  # neither this nor last year has a Feb 29
+    datetime(2026, 1, 1, 3, 0, tzinfo=timezone(timedelta(hours=5))),
+])
+tzs = st.sampled_from([UTC, timezone(timedelta(hours=-7)), timezone(timedelta(hours=9, minutes=30))])
+
+
+def _clear_memos() -> None:
+    normalize._PEEL_MEMO.clear()
+    normalize._STAMP_MEMO.clear()
+    normalize._TS_CACHE.clear()
+
+
+def _uncached_timestamp(line: str, ref: datetime, tz=UTC):
+    _clear_memos()
+    _prefixes, rest, outer = normalize._peel_uncached(normalize.strip_ansi(line))
+    got = normalize.timestamp_of_peeled(rest, outer, ref, tz)
+    _clear_memos()
+    return got
+
+
+@SLOW
+@given(ts_line, refs, refs, tzs)
+@example("INFO 10-14 16:14:50 [loggers.py:271] Engine 000", datetime(2026, 10, 14, 17, tzinfo=UTC),
+         datetime(2026, 10, 14, 17, tzinfo=UTC), UTC)
+@example("INFO 02-29 01:02:03 x", datetime(2028, 3, 1, tzinfo=UTC), datetime(2027, 1, 5, tzinfo=UTC), UTC)
+@example(" 2026-10-14 12:00:00", datetime(2026, 10, 14, 17, tzinfo=UTC), datetime(2026, 10, 14, 17, tzinfo=UTC), UTC)
+def test_line_timestamp_precheck_and_memos_equal_the_uncached_parse(line: str, ref: datetime, ref2: datetime,
+                                                                     tz) -> None:
+    want = _uncached_timestamp(line, ref, tz)
+    want2 = _uncached_timestamp(line, ref2, tz)
+    _clear_memos()
+    assert normalize.line_timestamp(line, ref, tz) == want
+    assert normalize.line_timestamp(line, ref, tz) == want  # from the memo
+    assert normalize.line_timestamp(line, ref2, tz) == want2  # the memo is per reference time
+    # the same line through the peel shared with the core (warm memos)
+    stripped = normalize.strip_ansi(line)
+    assert normalize.timestamp_of_peeled(*normalize.peel_stripped(stripped)[1:], ref, tz) == want
+    assert normalize.line_timestamp(stripped, ref, tz) == want
+    if want is not None:
+        assert want.tzinfo is not None and want.utcoffset() == timedelta(0)
+        assert normalize._HAS_CLOCK_RE.search(stripped)  # the precheck is a necessary condition
+    _clear_memos()
+
+
+def test_line_timestamp_known_flavours() -> None:
+    ref = datetime(2026, 10, 14, 17, 0, tzinfo=UTC)
+    _clear_memos()
+    cases = {
+        "INFO 10-14 16:14:50 [loggers.py:271] Engine 000: Avg prompt throughput: 1 tokens/s":
+            datetime(2026, 10, 14, 16, 14, 50, tzinfo=UTC),
+        "\x1b[36m(RayWorker pid=1, ip=10.0.0.1)\x1b[0m 2026-10-14 16:00:01,250 INFO x":
+            datetime(2026, 10, 14, 16, 0, 1, 250000, tzinfo=UTC),
+        "2026-05-12T08:01:39.331095044Z stdout F ValueError: bad": datetime(2026, 5, 12, 8, 1, 39, 331095, tzinfo=UTC),
+        "Epoch 1:  50%|#####     | 5/10 [00:01<00:01, 4.0it/s]": None,
+        "  File \"x.py\", line 3, in f": None,
+        "CANCELLED AT 2026-10-14T12:00:00 DUE TO TIME LIMIT": datetime(2026, 10, 14, 12, tzinfo=UTC),
+    }
+    for line, want in cases.items():
+        assert normalize.line_timestamp(line, ref) == want, line
+        assert _uncached_timestamp(line, ref) == want, line
