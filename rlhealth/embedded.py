@@ -20,6 +20,7 @@ from types import SimpleNamespace
 from typing import Callable, Iterable, Iterator
 
 from rlhealth.agents.core import HealthCore
+from rlhealth.agents.normalize import parse_memo, remember_parse
 from rlhealth.agents.findings import Finding
 from rlhealth.agents.signatures import Classifier, LineMatch
 from rlhealth.agents.state import JobHealth
@@ -130,7 +131,7 @@ PARALLEL_MIN_BYTES = 64 << 20
 _MAX_WORKERS = 4
 _AUTO_MAX_FILES = 64  # beyond that each worker holds many suspended readers; stay in one process
 _AUTO_MIN_IDLE = 1.2  # idle CPUs (over a 50 ms sample) needed to start workers
-_AUTO_MIN_CPUS = 4
+_AUTO_MIN_CPUS = 2
 
 
 def _single_threaded() -> bool:
@@ -279,7 +280,11 @@ def _log_worker(requests, replies, classifier: Classifier) -> None:
                 except OSError as exc:
                     done, error = True, str(exc)
                     break
-                matches = [(m.index, rule_index[id(m.rule)], m.fields, m.text) for m in classifier.scan(batch.lines, data)]
+                # with each match, the reader's parse of its line (prefixes, timestamp): the main
+                # process memoises it and the core's step does not parse the line again
+                ref = params["ref_time"]
+                matches = [(m.index, rule_index[id(m.rule)], m.fields, m.text, parse_memo(m.text, ref))
+                           for m in classifier.scan(batch.lines, data)]
                 out.append((batch, matches))
             entry[2] -= len(out)
             stats = None
@@ -300,7 +305,8 @@ def _log_worker(requests, replies, classifier: Classifier) -> None:
 class _RemoteLog:
     """What `Capture.events` needs of a `LogReader`, served by a worker."""
 
-    def __init__(self, pool: "_LogPool", fid: int, worker: int) -> None:
+    def __init__(self, pool: "_LogPool", fid: int, worker: int, ref_time: datetime) -> None:
+        self.ref_time = ref_time  # the probe's `now` (workers run only for probes at captured_at)
         self.pool = pool
         self.fid = fid
         self.worker = worker
@@ -315,7 +321,10 @@ class _RemoteLog:
         while True:
             _fid, items, done, error, stats = pool.receive(self.worker, self.fid)
             for batch, matches in items:
-                pool.replay.expect(batch.lines, [LineMatch(i, rules[r], fields, text) for i, r, fields, text in matches])
+                for _i, _r, _fields, text, parsed in matches:
+                    if parsed is not None:
+                        remember_parse(text, parsed, self.ref_time)
+                pool.replay.expect(batch.lines, [LineMatch(i, rules[r], fields, text) for i, r, fields, text, _p in matches])
                 taken += 1
                 if taken >= refill and not done:
                     pool.requests[self.worker].send(("credit", self.fid, taken))
@@ -373,7 +382,7 @@ class _LogPool:
             self.load[w] += 1
         self.inbox[fid] = deque()
         self.requests[w].send(("open", fid, path, source, fallback(), params, self.credit))
-        return _RemoteLog(self, fid, w)
+        return _RemoteLog(self, fid, w, params["ref_time"])
 
     def receive(self, worker: int, fid: int) -> tuple:
         box = self.inbox[fid]

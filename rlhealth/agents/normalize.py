@@ -39,6 +39,8 @@ __all__ = [
     "normalize",
     "peel_stripped",
     "timestamp_of_peeled",
+    "parse_memo",
+    "remember_parse",
 ]
 
 _ANSI_RE = re.compile(ANSI_PATTERN)
@@ -274,6 +276,31 @@ _HAS_CLOCK_RE = re.compile(r":\d\d:")
 _TS_CACHE: dict[tuple[str, datetime, tzinfo], datetime | None] = {}
 _TS_CACHE_SIZE = 256
 _MISS = object()
+
+
+def parse_memo(text: str, ref: datetime, tz: tzinfo = UTC) -> tuple | None:
+    """What this process memoised of an ANSI-stripped line: (peel_stripped(text), its timestamp at
+    `ref`), or None. With `remember_parse`, a process that parsed a line hands the result to the
+    one that folds it (the probe's log-reading workers), which then skips the parse."""
+    pk = _PEEL_MEMO.get(text)
+    if pk is None:
+        return None
+    if pk[2] is not None:
+        return pk, pk[2]
+    dt = _STAMP_MEMO.get((pk[1], None, ref, tz), _MISS)
+    return None if dt is _MISS else (pk, dt)
+
+
+def remember_parse(text: str, parsed: tuple, ref: datetime, tz: tzinfo = UTC) -> None:
+    """Memoise a `parse_memo` result from another process (same pure functions, same answers)."""
+    pk, dt = parsed
+    if len(_PEEL_MEMO) >= _MEMO_SIZE:
+        _PEEL_MEMO.clear()
+    _PEEL_MEMO[text] = pk
+    if pk[2] is None:
+        if len(_STAMP_MEMO) >= _MEMO_SIZE:
+            _STAMP_MEMO.clear()
+        _STAMP_MEMO[(pk[1], None, ref, tz)] = dt
 
 
 def peel_stripped(text: str) -> tuple[tuple[Prefix, ...], str, datetime | None]:
