@@ -98,6 +98,8 @@ _RANK_RE = re.compile(r"\[(rank\d+|default\d+)\]:(?: |(?=\[)|$)")
 # parses the same lines, with the same reference time in a probe: the second parse is a lookup.
 _MEMO_SIZE = 2048
 _PEEL_MEMO: dict[str, tuple[tuple[Prefix, ...], str, datetime | None]] = {}
+_PAREN_MEMO: dict[str, tuple[Prefix | None, int]] = {}
+_PREFIX_MEMO_MAX = 200
 _STAMP_MEMO: dict[tuple[str, datetime | None, datetime, tzinfo], datetime | None] = {}
 
 
@@ -117,6 +119,22 @@ def _peel_uncached(line: str) -> tuple[tuple[Prefix, ...], str, datetime | None]
     while s:
         c = s[0]
         if c == "(":
+            # Ray prints the same "(Actor pid=N, ip=...) " on every line of a process: memoise the
+            # flat regex's answer per candidate (up to the first ") ", where a flat match must end)
+            k = s.find(") ")
+            if 0 < k < _PREFIX_MEMO_MAX:
+                cand = s[:k + 2]
+                hit = _PAREN_MEMO.get(cand)
+                if hit is None:
+                    if len(_PAREN_MEMO) >= _MEMO_SIZE:
+                        _PAREN_MEMO.clear()
+                    fm = _PAREN_PID_FLAT_RE.match(cand)
+                    hit = _PAREN_MEMO[cand] = (
+                        (Prefix(fm.group(1).strip(), int(fm.group(2)), fm.group(3)), fm.end()) if fm else (None, 0))
+                if hit[0] is not None:
+                    prefixes.append(hit[0])
+                    s = s[hit[1]:]
+                    continue
             m = _PAREN_PID_FLAT_RE.match(s) or _PAREN_PID_RE.match(s)
             if m:
                 prefixes.append(Prefix(m.group(1).strip(), int(m.group(2)), m.group(3)))

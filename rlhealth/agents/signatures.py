@@ -207,7 +207,7 @@ def hyperscan_available() -> bool:
     return True
 
 
-EXTRACT_BEFORE_CHARS = 64
+EXTRACT_BEFORE_CHARS = 48
 
 
 class _Extractor:

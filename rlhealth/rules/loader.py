@@ -16,7 +16,7 @@ Pack file layout (TOML)::
     pattern = '...'        # Hyperscan/RE2/ERE common subset, no capture groups
     extract = '...'        # optional Python re with named groups, run on matched lines only
     extract_before = '...' # optional: named groups of text that ends where `extract` matched
-                           # (within 64 characters); keeps `extract` starting with a literal,
+                           # (within 48 characters); keeps `extract` starting with a literal,
                            # which Python re searches fast
     fields = ["..."]       # the named groups (and defaults) a match carries
     text_fields = ["..."]  # optional: fields never converted to numbers
