@@ -28,8 +28,8 @@ PYTEST_ARGS ?=
 
 setup: $(STAMP)
 
-# Reinstall when the dependency declarations change.
-$(STAMP): pyproject.toml constraints.txt
+# Reinstall when the dependency declarations or the native helper change (pip builds it, see pyproject).
+$(STAMP): pyproject.toml constraints.txt rlhealth/_native/fastlines.c
 	@if [ ! -x "$(PY)" ]; then \
 	  if [ -z "$(PYTHON)" ]; then echo "make setup: need python >= 3.11 (set PYTHON=...)" >&2; exit 1; fi; \
 	  echo "creating $(VENV) with $(PYTHON)"; \
