@@ -98,3 +98,23 @@ def test_shipper_tails_appends_rotation_and_partial_lines(tmp_path: Path) -> Non
     g.write_text("no stamps at all\n")
     assert sh.poll() == 1 and got[-1].source.stream == "plain.log"
     assert got[-1].event_time == now  # never saw a timestamp -> the poll time
+
+
+def test_a_suspended_reader_holds_no_consumed_batch(tmp_path: Path) -> None:
+    """A capture merge keeps one reader per file suspended; none may keep a batch it already gave
+    away (with 400 files and 2000-line batches that alone was ~500 MB)."""
+    from rlhealth.runtime import build_core
+
+    p = tmp_path / "a.log"
+    p.write_text("".join(f"2026-10-14T16:00:{i % 60:02d}Z line {i}\n" for i in range(50)))
+    for prefilter in (None, build_core().classifier):
+        r = LogReader(p, job_id="j", source=source_for("logs/a.log"), batch_lines=10, prefilter=prefilter)
+        it = r.read(final=True, ref_time=REF, fallback_time=FB)
+        first = next(it)
+        assert r._last_utf8 == (None, None)
+        assert len(first.lines) == 10
+        r2 = LogReader(p, job_id="j", source=source_for("logs/a.log"), batch_lines=10, prefilter=prefilter)
+        it2 = r2.read_utf8(final=True, ref_time=REF, fallback_time=FB)
+        _batch, data = next(it2)
+        assert r2._last_utf8 == (None, None)  # handed on, not kept
+        assert prefilter is not None or data == "\n".join(_batch.lines).encode()

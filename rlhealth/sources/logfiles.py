@@ -287,6 +287,7 @@ class LogReader:
         self.timestamped = False
         self._held: list[dict] = []
         self._last_utf8: tuple[list[str] | None, bytes | None] = (None, None)
+        self._keep_utf8 = False
         self.prefilter = prefilter
         # the `now` the core will step these batches with (it anchors year-less stamps the same way
         # when deciding which earlier lines time a match); None: the reader's ref_time
@@ -314,7 +315,8 @@ class LogReader:
     def _make(self, fields: dict, t: datetime) -> LogBatch:
         block = fields.pop("_utf8", None)
         batch = self._construct(fields, t, fields.pop("_fits", False))
-        self._last_utf8 = (batch.lines, block)
+        if self._keep_utf8:  # only read_utf8 hands the bytes on; holding them costs a batch per file
+            self._last_utf8 = (batch.lines, block)
         return batch
 
     def _construct(self, fields: dict, t: datetime, fits: bool) -> LogBatch:
@@ -359,7 +361,11 @@ class LogReader:
             fields["_utf8"] = block  # == "\n".join(lines).encode(): every line decoded as is, none changed
         # every line is at most MAX_LINE_CHARS long: cut above, or no more bytes than that and not redacted
         fields["_fits"] = long or not changed
-        t = self._batch_time(lines, ref)
+        yield from self._emit(fields, ref, fallback)
+
+    def _emit(self, fields: dict, ref: datetime, fallback: Callable[[], datetime]) -> Iterator[LogBatch]:
+        """Give a batch its event_time (see the module doc) and yield it, or hold it."""
+        t = self._batch_time(fields["lines"], ref)
         if t is not None:
             self.timestamped = True
             if self.last_time is not None and t < self.last_time:
@@ -489,16 +495,6 @@ class LogReader:
         for i in range(0, count, size):
             n = min(size, count - i)
             end = i + n
-            if self.last_time is None:  # the batch's time may come from any of its lines
-                bstart = starts[i] - off
-                bend = starts[end] - off - 1 if end < len(starts) else len(data)
-                self.lines_decoded += n
-                yield from self._build(data[bstart:bend].split(b"\n"), list(starts[i:end]), first_no + i, ref, fb)
-                while h < len(hits) and hits[h][0] < end:
-                    h += 1
-                while s < len(secrets) and secrets[s] < end:
-                    s += 1
-                continue
             batch_hits: list[tuple[int, int]] = []
             while h < len(hits) and hits[h][0] < end:
                 batch_hits.append((hits[h][0] - i, hits[h][1]))
@@ -507,10 +503,11 @@ class LogReader:
             while s < len(secrets) and secrets[s] < end:
                 batch_secrets.append(secrets[s] - i)
                 s += 1
-            yield from self._sparse_batch(data, starts, i, n, first_no, off, batch_hits, batch_secrets, rules, ref)
+            yield from self._sparse_batch(data, starts, i, n, first_no, off, batch_hits, batch_secrets, rules, ref, fb)
 
     def _sparse_batch(self, data: bytes, starts: Sequence[int], i: int, n: int, first_no: int, off: int,
-                      hits: list[tuple[int, int]], secrets: list[int], rules: tuple, ref: datetime) -> Iterator[LogBatch]:
+                      hits: list[tuple[int, int]], secrets: list[int], rules: tuple, ref: datetime,
+                      fb: Callable[[], datetime]) -> Iterator[LogBatch]:
         lines = [""] * n
         total = len(starts)
         last = len(data)
@@ -542,6 +539,13 @@ class LogReader:
                 if len(lines[j]) > MAX_LINE_CHARS:
                     lines[j] = lines[j][:MAX_LINE_CHARS]
                     trunc += 1
+        if self.last_time is None:
+            # before the file's first timestamp the batch takes its last stamped line, wherever it
+            # is (`_batch_time` looks at every line then): decode back to it (secret lines among
+            # them are decoded and masked already)
+            for j in range(n - 1, -1, -1):
+                if line_timestamp(text(j), ref) is not None:
+                    break
         for j, before in anchors.items():
             for k in range(max(0, j - before), j):
                 text(k)
@@ -557,21 +561,17 @@ class LogReader:
         self.truncated_lines += trunc
         fields = dict(lines=lines, offsets=list(starts[i:i + n]), first_line_no=first_no + i, truncated_lines=trunc,
                       invalid_utf8_lines=0, _fits=True)  # no line was longer in bytes; masked ones were cut above
-        t = self._batch_time(lines, ref)
-        if t is not None:
-            self.timestamped = True
-            if self.last_time is not None and t < self.last_time:
-                t = self.last_time
-            self.last_time = t
-        yield self._make(fields, self.last_time)  # type: ignore[arg-type]
+        yield from self._emit(fields, ref, fb)
 
     def read_utf8(self, *, final: bool, ref_time: datetime,
                   fallback_time: datetime | Callable[[], datetime]) -> Iterator[tuple[LogBatch, bytes | None]]:
         """`read`, each batch with ``"\\n".join(batch.lines).encode()`` when the reader still has
         those bytes (no line was redacted, cut or had invalid UTF-8), else None; no line of a
         batch holds a newline. Saves a classifier the join and encode (`Classifier.scan(lines, data)`)."""
+        self._keep_utf8 = True
         for batch in self.read(final=final, ref_time=ref_time, fallback_time=fallback_time):
             lines, block = self._last_utf8
+            self._last_utf8 = (None, None)
             yield batch, (block if lines is batch.lines else None)
 
 
