@@ -374,3 +374,31 @@ def test_line_timestamp_known_flavours() -> None:
     for line, want in cases.items():
         assert normalize.line_timestamp(line, ref) == want, line
         assert _uncached_timestamp(line, ref) == want, line
+
+
+# -- the whole probe without the C helper ------------------------------------------------------
+
+def test_probe_gives_the_same_verdict_without_the_native_helper(tmp_path) -> None:
+    """RLHEALTH_NATIVE=0 (what a machine without a C compiler runs): same JSON verdicts, same exit codes."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    captures = [root / "rlhealth" / "examples" / "capture-healthy",
+                root / "tests" / "scenarios" / "nccl_watchdog_torch22_wedged" / "capture",
+                root / "tests" / "scenarios" / "transient_hf_restart_recovered" / "capture"]
+    for cap in captures:
+        outs = {}
+        for native in ("1", "0"):
+            env = {**os.environ, "RLHEALTH_NATIVE": native, "RLHEALTH_PROBE_WORKERS": "0"}
+            code = ("import sys; from rlhealth.agents import bytescan; print(bytescan.NATIVE, file=sys.stderr);"
+                    "from rlhealth.cli import main; main()")
+            p = subprocess.run([sys.executable, "-c", code, "probe", str(cap), "--format", "json", "--no-progress"],
+                               capture_output=True, text=True, env=env, timeout=120)
+            assert p.returncode in (0, 10), p.stderr[-2000:]
+            assert p.stderr.splitlines()[0] == str(native == "1" and bytescan.NATIVE)
+            outs[native] = (p.returncode, json.loads(p.stdout))
+        assert outs["1"] == outs["0"], cap

@@ -3,11 +3,12 @@
 The C versions (rlhealth/_native/fastlines.c, built by `pip install` when a compiler is present)
 do one memchr-driven pass and allocate nothing per line; the Python versions here give identical
 results (tests hold the two equal on fuzzed input) and are used when the extension is missing.
-`NATIVE` says which are in use.
+`NATIVE` says which are in use; ``RLHEALTH_NATIVE=0`` in the environment forces the Python ones.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from itertools import accumulate
@@ -52,10 +53,14 @@ def count_newlines_py(data: bytes) -> int:
     return data.count(b"\n")
 
 
-try:
-    from rlhealth import _fastlines as _native
-except ImportError:  # pragma: no cover - built without a C compiler
+# RLHEALTH_NATIVE=0 forces the Python versions (tests run the whole probe that way too).
+if os.environ.get("RLHEALTH_NATIVE", "1") == "0":
     _native = None
+else:
+    try:
+        from rlhealth import _fastlines as _native
+    except ImportError:  # pragma: no cover - built without a C compiler
+        _native = None
 
 NATIVE = _native is not None
 
