@@ -450,7 +450,8 @@ class Watcher:
         self.exporter = exporter
         self.store = store
         ids = job_ids or [None] * len(dirs)
-        self.followers = [CaptureFollower(d, job_id=j, batch_lines=batch_lines, clock=clock) for d, j in zip(dirs, ids)]
+        self.followers = [CaptureFollower(d, job_id=j, batch_lines=batch_lines, clock=clock, prefilter=core.classifier)
+                          for d, j in zip(dirs, ids)]
         self.states: dict[str, JobHealth] = {}
         self.verdicts: dict[str, Verdict] = {}
         self.seq: dict[str, int] = {}

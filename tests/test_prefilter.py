@@ -580,3 +580,24 @@ def test_redaction_that_lengthens_a_full_length_line_does_not_crash(tmp_path: Pa
     r = LogReader(log, job_id="j", source=Source(stream="a.log"), prefilter=CORE.classifier if prefiltered else None)
     batches = list(r.read(final=True, ref_time=CAPTURED_AT, fallback_time=CAPTURED_AT))
     assert all(len(x) <= MAX_LINE_CHARS for b in batches for x in b.lines)
+
+
+# -- watch: followed captures, read a little at a time ------------------------------------------
+
+
+@pytest.mark.parametrize("capture_dir", _capture_dirs()[:6], ids=lambda p: p.parent.name if p.name == "capture" else p.name)
+def test_followed_capture_prefiltered_equals_dense(capture_dir: Path) -> None:
+    """`watch` prefilters its followers' log readers: the state it folds equals the dense one."""
+    from rlhealth.sources.follow import CaptureFollower
+
+    cap = open_capture(capture_dir)
+    now = cap.info.captured_at
+    out = {}
+    for prefilter in (None, CORE.classifier):
+        f = CaptureFollower(capture_dir, batch_lines=50, clock=lambda: now, prefilter=prefilter)
+        state = CORE.new_state(f.info.job_id)
+        for _ in range(2):  # a second poll finds nothing new
+            for ev in f.poll():
+                state, _findings = CORE.step(state, ev, now)
+        out[prefilter is None] = (msgspec.msgpack.encode(state), CORE.judge(state, now).model_dump_json())
+    assert out[True] == out[False]

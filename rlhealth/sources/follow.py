@@ -30,6 +30,7 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
+from rlhealth.agents.signatures import Classifier
 from rlhealth.schemas.common import EventBase, Source
 from rlhealth.schemas.events import GpuPoll, JobStatePoll
 from rlhealth.sources import kubectl, slurm
@@ -72,8 +73,12 @@ class CaptureFollower:
         job_id: str | None = None,
         cluster: str | None = None,
         scheduler: str = "other",
+        prefilter: Classifier | None = None,
     ) -> None:
         self.path = Path(path)
+        # the in-process core's classifier (`watch`): log lines that core will not read stay empty;
+        # a shipper sends every line and passes none
+        self.prefilter = prefilter
         self.clock = clock or (lambda: datetime.now(UTC))
         self.batch_lines = batch_lines
         if (self.path / "capture.json").exists() or job_id is None:
@@ -227,7 +232,8 @@ class CaptureFollower:
             r = self._logs.get(rel)
             if r is None:
                 src = source_for(rel, cluster=self.info.cluster, shipper=SHIPPER, leg_index=legs)
-                r = LogReader(f, job_id=self.info.job_id, source=src, batch_lines=self.batch_lines, lookahead=False)
+                r = LogReader(f, job_id=self.info.job_id, source=src, batch_lines=self.batch_lines, lookahead=False,
+                              prefilter=self.prefilter)
                 self._logs[rel] = r
             what = r.check()
             if what:
