@@ -88,3 +88,21 @@ def test_rules_list_and_check(tmp_path):
     r = CliRunner().invoke(rules, ["check", str(bad)])
     assert r.exit_code == 1
     assert "match example does not match" in r.output
+
+
+def test_tracebacks_flag_groups_each_traceback_into_one_record():
+    res = run(["--tracebacks", str(FIX / "python_tracebacks.log")])
+    assert res.exit_code == 0, res.output
+    recs, summary = parse(res)
+    tbs = [r for r in recs if "traceback" in r]
+    assert summary["tracebacks"] == len(tbs) == 3
+    group = [r for r in tbs if r["traceback"]["exc_type"] == "ExceptionGroup"]
+    assert len(group) == 1 and len(group[0]["traceback"]["chain"]) >= 3
+    chained = [r["traceback"] for r in tbs if r["traceback"]["exc_type"] == "KeyError"]
+    assert chained and all(t["chain"] == ["KeyError", "RuntimeError", "KeyError"] for t in chained)
+    assert len({t["fingerprint"] for t in chained}) == 1  # the same failure twice
+    assert all(r["line_no"] <= r["last_line_no"] for r in tbs)
+    # without the flag the output holds matches only
+    plain, summary2 = parse(run([str(FIX / "python_tracebacks.log")]))
+    assert summary2["tracebacks"] == 0 and all("traceback" not in r for r in plain)
+    assert len(plain) == len(recs) - len(tbs)

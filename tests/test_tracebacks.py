@@ -117,3 +117,39 @@ def test_interleaved_writers():
     tbs = assemble(lines)
     assert sorted((t.stream, t.exc_type, t.frames) for t in tbs) == [
         ("A:1", "ValueError", ("a.py:go",)), ("B:2", "KeyError", ("b.py:run",))]
+
+
+EXCEPTION_GROUP = """\
+2026-10-14 10:00:00 ERROR something failed
+  + Exception Group Traceback (most recent call last):
+  |   File "/app/main.py", line 10, in <module>
+  |     asyncio.run(main())
+  |   File "/usr/lib/python3.11/asyncio/runners.py", line 190, in run
+  |     return runner.run(main)
+  | ExceptionGroup: unhandled errors in a TaskGroup (2 sub-exceptions)
+  +-+---------------- 1 ----------------
+    | Traceback (most recent call last):
+    |   File "/app/main.py", line 5, in worker
+    |     raise ValueError("bad value 17")
+    | ValueError: bad value 17
+    +---------------- 2 ----------------
+    | Traceback (most recent call last):
+    |   File "/app/main.py", line 7, in other
+    |     raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+    | torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB
+    +------------------------------------
+2026-10-14 10:00:01 INFO next"""
+
+
+def test_exception_group_is_one_record_naming_its_sub_exceptions():
+    tbs = assemble(EXCEPTION_GROUP.splitlines())
+    assert len(tbs) == 1
+    tb = tbs[0]
+    assert tb.exc_type == "ExceptionGroup"
+    assert tb.chain == ("ExceptionGroup", "ValueError", "torch.OutOfMemoryError")
+    assert "ValueError: bad value 17" in tb.message and "CUDA out of memory" in tb.message
+    assert (tb.first_index, tb.last_index) == (1, 16)
+    assert tb.frames[-2:] == ("main.py:worker", "main.py:other")
+    # the same group with other numbers is the same failure
+    again = assemble(EXCEPTION_GROUP.replace("17", "99").replace("2.00 GiB", "3.50 GiB").splitlines())[0]
+    assert again.fingerprint == tb.fingerprint

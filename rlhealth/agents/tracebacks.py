@@ -44,6 +44,8 @@ _EXC_RE = re.compile(
     r"^[ |]*((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Failure|Group|Warning)"
     r"(?:\([\w.]+\))?|(?:[a-z_][\w]*\.)+[A-Z]\w*)(?::(?: (.*))?)?\s*$"
 )
+_GUTTER_RE = re.compile(r"^ *(?:\| ?)+")
+_GROUP_START_RE = re.compile(r"^[ +|]*Exception Group Traceback \(most recent call last\):")
 _FRAME_RE = re.compile(r'^[ |]*File "([^"]+)", line \d+, in (\S+)')
 _CHAIN_RE = re.compile(
     r"^[ |]*(?:The above exception was the direct cause of the following exception:"
@@ -110,12 +112,14 @@ class _Open:
     chain: list[tuple[str, str]] = field(default_factory=list)
     state: str = "frames"  # frames | exc | blank | chain
     seq: int = 0
+    group: bool = False  # opened by "Exception Group Traceback"
 
     def to_dict(self) -> dict[str, Any]:
         return {"key": self.key, "first_index": self.first_index, "last_index": self.last_index,
                 "ts": self.ts.isoformat() if self.ts else None, "head": self.head,
                 "tail": self.tail, "dropped": self.dropped, "frames": self.frames,
-                "chain": [list(c) for c in self.chain], "state": self.state, "seq": self.seq}
+                "chain": [list(c) for c in self.chain], "state": self.state, "seq": self.seq,
+                "group": self.group}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> _Open:
@@ -123,7 +127,7 @@ class _Open:
                    ts=datetime.fromisoformat(d["ts"]) if d.get("ts") else None,
                    head=list(d["head"]), tail=list(d["tail"]), dropped=d["dropped"],
                    frames=list(d["frames"]), chain=[(a, b) for a, b in d["chain"]],
-                   state=d["state"], seq=d.get("seq", 0))
+                   state=d["state"], seq=d.get("seq", 0), group=d.get("group", False))
 
 
 class TracebackAssembler:
@@ -161,6 +165,15 @@ class TracebackAssembler:
             exc_type, message = ob.chain[-1]
         else:
             exc_type, message = "", ""
+        if ob.group:
+            # An exception group is raised as the group; its sub-exceptions are what went wrong,
+            # so they follow the group's own message (classification and fingerprints see them).
+            top = next((i for i, (t, _m) in enumerate(ob.chain) if t.endswith("Group")), None)
+            if top is not None:
+                exc_type, message = ob.chain[top]
+                subs = "; ".join(f"{t}: {m}" if m else t for i, (t, m) in enumerate(ob.chain) if i != top)
+                if subs:
+                    message = f"{message} [{subs}]"[:1000]
         # A Ray wrapper followed by the original exception: report the original (last).
         frames = tuple(ob.frames[-self.max_frames:])
         lines = list(ob.head)
@@ -192,7 +205,7 @@ class TracebackAssembler:
         ob = self._open.get(key)
         if ob is None:
             if _TB_START_RE.match(line):
-                self._start(key, index, ts, line, out)
+                self._start(key, index, ts, line, out).group = bool(_GROUP_START_RE.match(line))
             else:
                 m = _RAY_WRAPPER_RE.match(line)
                 if m:
@@ -209,7 +222,7 @@ class TracebackAssembler:
                 return out
             # a new, unchained traceback: close the open one first
             out.append(self._finish(self._open.pop(key)))
-            self._start(key, index, ts, line, out)
+            self._start(key, index, ts, line, out).group = bool(_GROUP_START_RE.match(line))
             return out
         if _CHAIN_RE.match(line):
             ob.state = "chain"
@@ -229,7 +242,10 @@ class TracebackAssembler:
                 ob.state = "blank"
             self._take(ob, index, line, count=False)
             return out
-        indented = line[:1] in (" ", "\t") and not stripped.startswith("|")
+        # inside an exception group the frame and source lines sit behind a "  | " gutter
+        g = _GUTTER_RE.match(line)
+        inner = line[g.end():] if g else line
+        indented = inner[:1] in (" ", "\t") and not inner.lstrip().startswith("|")
         if ob.state == "frames" and indented:
             self._take(ob, index, line)  # source / caret / abbreviated-frames lines
             return out

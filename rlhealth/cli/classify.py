@@ -33,6 +33,7 @@ class Stats:
         self.truncated = 0
         self.nul_lines = 0
         self.errors = 0
+        self.tracebacks = 0
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -113,9 +114,23 @@ def _decode(raw: bytes, stats: Stats) -> str:
         return raw.decode("utf-8", errors="replace")
 
 
+def _emit_tracebacks(tbs: list, name: str, fmt: str, write, stats: Stats) -> None:
+    for tb in tbs:
+        stats.tracebacks += 1
+        if fmt == "jsonl":
+            write(orjson.dumps({"file": name, "line_no": tb.first_index, "last_line_no": tb.last_index,
+                                "traceback": tb.to_dict()}).decode() + "\n")
+        else:
+            write(f"{name}:{tb.first_index}-{tb.last_index}: traceback {tb.exc_type}: {tb.message[:160]} "
+                  f"chain={'>'.join(tb.chain)} fingerprint={tb.fingerprint}\n")
+
+
 def classify_file(path: Path, classifier, out, fmt: str, stats: Stats,
-                  max_line: int = DEFAULT_MAX_LINE) -> None:
+                  max_line: int = DEFAULT_MAX_LINE, tracebacks: bool = False) -> None:
     from rlhealth.agents.normalize import line_timestamp
+    from rlhealth.agents.tracebacks import TracebackAssembler
+
+    asm = TracebackAssembler() if tracebacks else None
 
     try:
         ref = datetime.fromtimestamp(path.stat().st_mtime, UTC)
@@ -146,10 +161,19 @@ def classify_file(path: Path, classifier, out, fmt: str, stats: Stats,
 
     with open(path, "rb") as fh:
         for line_no, offset, raw in iter_records(fh, stats, max_line):
-            pending.append((line_no, offset, _decode(raw, stats)))
+            text = _decode(raw, stats)
+            pending.append((line_no, offset, text))
+            if asm is not None:
+                # one record per traceback, written when it closes (matches of its lines come first)
+                done = asm.feed(line_no, text)
+                if done:
+                    flush_batch()
+                    _emit_tracebacks(done, name, fmt, write, stats)
             if len(pending) >= BATCH:
                 flush_batch()
         flush_batch()
+        if asm is not None:
+            _emit_tracebacks(asm.flush(), name, fmt, write, stats)
     stats.files += 1
 
 
@@ -168,9 +192,14 @@ def _load(rules_dirs: tuple[str, ...]):
 @click.option("--engine", type=click.Choice(["auto", "hyperscan", "re2"]), default="auto",
               show_default=True)
 @click.option("--max-line-bytes", type=int, default=DEFAULT_MAX_LINE, show_default=True)
+@click.option("--tracebacks", is_flag=True,
+              help="Also group Python tracebacks (chained, Ray-wrapped, exception groups, interleaved "
+                   "writers) into one record each: exception type, message, chain, frames and a "
+                   "fingerprint that is the same across attempts.")
 def classify(files: tuple[Path, ...], fmt: str, rules_dirs: tuple[str, ...], engine: str,
-             max_line_bytes: int) -> None:
-    """Classify log lines against the rule packs; one JSON object per match."""
+             max_line_bytes: int, tracebacks: bool) -> None:
+    """Classify log lines against the rule packs; one JSON object per match (and per traceback
+    with --tracebacks: {"file", "line_no", "last_line_no", "traceback": {...}})."""
     from rlhealth.agents.signatures import Classifier
 
     clf = Classifier(_load(rules_dirs), engine=None if engine == "auto" else engine)
@@ -178,7 +207,7 @@ def classify(files: tuple[Path, ...], fmt: str, rules_dirs: tuple[str, ...], eng
     out = click.get_text_stream("stdout")
     for f in files:
         try:
-            classify_file(f, clf, out, fmt, stats, max(1024, max_line_bytes))
+            classify_file(f, clf, out, fmt, stats, max(1024, max_line_bytes), tracebacks)
         except OSError as exc:
             stats.errors += 1
             click.echo(f"rlhealth classify: {f}: {exc.strerror or exc}", err=True)
