@@ -100,6 +100,7 @@ _MEMO_SIZE = 2048
 _PEEL_MEMO: dict[str, tuple[tuple[Prefix, ...], str, datetime | None]] = {}
 _PAREN_MEMO: dict[str, tuple[Prefix | None, int]] = {}
 _PREFIX_MEMO_MAX = 200
+_MATCHED_STAMP_MEMO: dict[tuple, datetime | None] = {}
 _STAMP_MEMO: dict[tuple[str, datetime | None, datetime, tzinfo], datetime | None] = {}
 
 
@@ -349,39 +350,54 @@ def _stamp_of_rest(rest: str, ref: datetime, tz: tzinfo) -> datetime | None:
     if m is None and rest[:1] == " ":
         m = _TS_START_RE.match(rest.lstrip())
     if m is not None:
-        g = m.group  # a few group() calls are cheaper than a 40-entry groupdict
-        if g("v_mo") is not None:
-            return _yearless(int(g("v_mo")), int(g("v_d")), int(g("v_h")), int(g("v_mi")),
-                             int(g("v_s")), 0, ref, tz)
-        if g("c_md") is not None:
-            mo, d = _md(g("c_md"))
-            return _yearless(mo, d, int(g("c_h")), int(g("c_mi")), int(g("c_s")), 0, ref, tz)
-        if g("g_md") is not None:
-            mo, d = _md(g("g_md"))
-            return _yearless(mo, d, int(g("g_h")), int(g("g_mi")), int(g("g_s")),
-                             int(g("g_us")), ref, tz)
-        if g("r_y") is not None:
-            return _aware(g("r_y"), g("r_mo"), g("r_d"), g("r_h"), g("r_mi"), g("r_s"),
-                          g("r_ms"), None, tz)
-        if g("i_y") is not None:
-            return _aware(g("i_y"), g("i_mo"), g("i_d"), g("i_h"), g("i_mi"), g("i_s"),
-                          g("i_f"), g("i_tz"), tz)
-        if g("dm_mon") is not None:
-            mon = _MONTHS.get(g("dm_mon"))
-            if mon is None:
-                return None
-            return _aware(g("dm_y"), mon, g("dm_d"), g("dm_h"), g("dm_mi"), g("dm_s"), None,
-                          None, tz)
-        if g("sy_mon") is not None:
-            mon = _MONTHS.get(g("sy_mon"))
-            if mon is None:
-                return None
-            return _yearless(mon, int(g("sy_d")), int(g("sy_h")), int(g("sy_mi")),
-                             int(g("sy_s")), 0, ref, tz)
+        # The stamp is a function of the matched text and the branch that matched it (lastindex):
+        # lines printed in the same second (every engine's stats line) share one conversion.
+        key = (m.group(), m.lastindex, ref, tz)
+        dt = _MATCHED_STAMP_MEMO.get(key, _MISS)
+        if dt is _MISS:
+            if len(_MATCHED_STAMP_MEMO) >= _MEMO_SIZE:
+                _MATCHED_STAMP_MEMO.clear()
+            dt = _MATCHED_STAMP_MEMO[key] = _stamp_of_match(m, ref, tz)
+        if dt is not _MISS:
+            return dt  # type: ignore[return-value]
     m2 = _TS_ANY_ISO_RE.search(rest)
     if m2 is not None:
         return _aware(*m2.groups(), tz)
     return None
+
+
+def _stamp_of_match(m: re.Match[str], ref: datetime, tz: tzinfo) -> datetime | None | object:
+    """The stamp a `_TS_START_RE` match spells, or _MISS when no branch applies (never, as written)."""
+    g = m.group  # a few group() calls are cheaper than a 40-entry groupdict
+    if g("v_mo") is not None:
+        return _yearless(int(g("v_mo")), int(g("v_d")), int(g("v_h")), int(g("v_mi")),
+                         int(g("v_s")), 0, ref, tz)
+    if g("c_md") is not None:
+        mo, d = _md(g("c_md"))
+        return _yearless(mo, d, int(g("c_h")), int(g("c_mi")), int(g("c_s")), 0, ref, tz)
+    if g("g_md") is not None:
+        mo, d = _md(g("g_md"))
+        return _yearless(mo, d, int(g("g_h")), int(g("g_mi")), int(g("g_s")),
+                         int(g("g_us")), ref, tz)
+    if g("r_y") is not None:
+        return _aware(g("r_y"), g("r_mo"), g("r_d"), g("r_h"), g("r_mi"), g("r_s"),
+                      g("r_ms"), None, tz)
+    if g("i_y") is not None:
+        return _aware(g("i_y"), g("i_mo"), g("i_d"), g("i_h"), g("i_mi"), g("i_s"),
+                      g("i_f"), g("i_tz"), tz)
+    if g("dm_mon") is not None:
+        mon = _MONTHS.get(g("dm_mon"))
+        if mon is None:
+            return None
+        return _aware(g("dm_y"), mon, g("dm_d"), g("dm_h"), g("dm_mi"), g("dm_s"), None,
+                      None, tz)
+    if g("sy_mon") is not None:
+        mon = _MONTHS.get(g("sy_mon"))
+        if mon is None:
+            return None
+        return _yearless(mon, int(g("sy_d")), int(g("sy_h")), int(g("sy_mi")),
+                         int(g("sy_s")), 0, ref, tz)
+    return _MISS
 
 
 @dataclass(frozen=True, slots=True)
