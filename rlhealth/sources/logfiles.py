@@ -444,7 +444,9 @@ class LogReader:
     # `rlhealth.agents.ingest.FRESHNESS_LINES` for what the core reads. Whole chunks are stripped of
     # ANSI codes and scanned once (rule hits and secret markers), and only the lines that matter are
     # decoded and redacted: ~3% of ordinary log lines. A chunk with invalid UTF-8 or an overlong
-    # line, and every batch before the file's first timestamp, take the exact path (`_build`).
+    # line takes the exact path (`_build`). A batch's event_time comes from its last stamped line,
+    # as in `_build`; before the file's first timestamp that line may be anywhere in the batch, so
+    # the reader decodes back to it. Batches never span the skipped tail of a giant line.
 
     def _read_prefiltered(self, final: bool, ref: datetime, fb: Callable[[], datetime]) -> Iterator[LogBatch]:
         size = self.batch_lines
