@@ -22,7 +22,10 @@ Reading rules (made for 1 GB captures):
   not after `captured_at`, otherwise the start of the capture window (the earliest time the
   capture's state/GPU/pod files show) — never `captured_at` itself, so that a timestamp-less
   log cannot pass for fresh output; for live tailing, the time the lines were read. Event times
-  within one file never decrease.
+  within one file never decrease;
+* a batch holds contiguous lines: it ends before the skipped tail of a giant line;
+* with `prefilter=` (the in-process core's classifier: `probe`, `watch`) lines that core will not
+  read are left empty; see "prefiltered reading" below.
 """
 
 from __future__ import annotations
