@@ -83,9 +83,9 @@ def probe(capture_dir: Path, core: HealthCore, now: datetime | None = None,
     `batch_lines`: lines per log batch; default `PROBE_BATCH_LINES`, or `ASOF_BATCH_LINES` when
     judging as of an earlier `now` (a batch that ends after `now` is left out whole).
 
-    `workers`: log-reading worker processes (see `_LogPool`); None = automatic (one per CPU, at most
-    one per log file, when the capture has 2-64 log files and `PARALLEL_MIN_BYTES` of logs, this
-    process has a single thread and more than one CPU is idle right now (`_idle_cpus`); env
+    `workers`: log-reading worker processes (see `_LogPool`); None = automatic (one per CPU up to
+    `_MAX_WORKERS`, at most one per log file, when there are 2+ CPUs, the capture has 2-64 log files
+    and `PARALLEL_MIN_BYTES` of logs, and this process has a single thread; env
     `RLHEALTH_PROBE_WORKERS` overrides),
     0 or 1 = everything in this process. The events, the matches and so the verdict are the same
     either way."""
@@ -130,7 +130,6 @@ def probe(capture_dir: Path, core: HealthCore, now: datetime | None = None,
 PARALLEL_MIN_BYTES = 64 << 20
 _MAX_WORKERS = 4
 _AUTO_MAX_FILES = 64  # beyond that each worker holds many suspended readers; stay in one process
-_AUTO_MIN_IDLE = 1.2  # idle CPUs (over a 50 ms sample) needed to start workers
 _AUTO_MIN_CPUS = 2
 
 
@@ -142,23 +141,6 @@ def _single_threaded() -> bool:
         return False
 
 
-def _idle_cpus(cpus: int, sample_s: float = 0.05) -> float:
-    """How many CPUs sat idle during a short sample (/proc/stat), else from the 1-minute load average."""
-    def times() -> tuple[int, int]:
-        with open("/proc/stat", "rb") as f:
-            v = [int(x) for x in f.readline().split()[1:]]
-        return v[3] + v[4], sum(v[:8])  # idle + iowait, all
-
-    try:
-        idle0, all0 = times()
-        time.sleep(sample_s)
-        idle1, all1 = times()
-        return cpus * (idle1 - idle0) / max(1, all1 - all0)
-    except (OSError, ValueError, IndexError):
-        try:
-            return cpus - os.getloadavg()[0]
-        except OSError:
-            return 0.0
 _BATCH_BUDGET = 256  # batches read ahead over all files (~100 KB of text each)
 _MAX_CREDIT = 32  # per file
 _STEP = 2  # batches per message / per turn of a worker's round robin
@@ -184,14 +166,13 @@ def _probe_workers(log_files: list[Path], workers: int | None) -> int:
             cpus = len(os.sched_getaffinity(0))
         except (AttributeError, OSError):
             cpus = os.cpu_count() or 1
-        # Since reading is prefiltered, the main process (the core's folds of matched lines) is the
-        # longer half, and workers add pickling and lose the shared timestamp memo: on 2 shared
-        # vCPUs they made the probe ~40% slower (BENCHMARKS.md). They are started automatically only
-        # with _AUTO_MIN_CPUS CPUs or more.
+        # With prefiltered reading a batch crossing the pipe is small and the workers send their
+        # parses along, so workers paid on 2 shared vCPUs whether they were idle or not: -20% wall
+        # when idle, -10% with one CPU-bound process beside the probe, -15..-28% with two
+        # (BENCHMARKS.md). No load check, then: the choice depends on the capture alone.
         big = (sum(sizes) >= PARALLEL_MIN_BYTES and 2 <= n_files <= _AUTO_MAX_FILES
                and cpus >= _AUTO_MIN_CPUS)
-        workers = (min(cpus, _MAX_WORKERS)
-                   if big and _single_threaded() and _idle_cpus(cpus) >= _AUTO_MIN_IDLE else 0)
+        workers = min(cpus, _MAX_WORKERS) if big and _single_threaded() else 0
     workers = min(workers, n_files)
     if workers < 2 or not sys.platform.startswith("linux") or "fork" not in multiprocessing.get_all_start_methods():
         return 0

@@ -25,7 +25,7 @@ def _parse_now(value: str | None) -> datetime | None:
 
 @click.command(epilog="Exit codes: 0 NO-KILL, 10 KILL, 2 usage error or unreadable capture.\n\n"
                        "Environment: RLHEALTH_PROBE_WORKERS=0|N sets the number of log-reading processes "
-                       "(default: 2+ when CPUs are idle and the capture has 64 MB+ of logs in 2-64 files).")
+                       "(default: one per CPU, up to 4, when the capture has 64 MB+ of logs in 2-64 files).")
 @click.argument("capture", type=click.Path(path_type=Path, file_okay=False))
 @click.option("--now", "now_text", metavar="RFC3339", help="Judge as of this time (default: the capture's captured_at).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
