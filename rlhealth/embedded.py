@@ -20,8 +20,8 @@ from types import SimpleNamespace
 from typing import Callable, Iterable, Iterator
 
 from rlhealth.agents.core import HealthCore
-from rlhealth.agents.normalize import parse_memo, remember_parse
 from rlhealth.agents.findings import Finding
+from rlhealth.agents.normalize import parse_memo, remember_parse
 from rlhealth.agents.signatures import Classifier, LineMatch
 from rlhealth.agents.state import JobHealth
 from rlhealth.agents.verdict import apply_source_notes
@@ -239,7 +239,7 @@ def _log_worker(requests, replies, classifier: Classifier) -> None:
                                        batch_lines=params["batch_lines"], chunk_bytes=params["chunk_bytes"],
                                        prefilter=classifier)
                     it = reader.read_utf8(final=True, ref_time=params["ref_time"], fallback_time=fallback_time)
-                    files[fid] = [reader, it, credit]
+                    files[fid] = [reader, it, credit, params["ref_time"]]
                     turn.insert(0, fid)  # a new file's first batch is awaited right away
                 elif msg[1] in files:
                     files[msg[1]][2] += msg[2]
@@ -248,7 +248,7 @@ def _log_worker(requests, replies, classifier: Classifier) -> None:
             turn.remove(fid)
             turn.append(fid)
             entry = files[fid]
-            reader, it = entry[0], entry[1]
+            reader, it, ref = entry[0], entry[1], entry[3]
             out = []
             done = False
             error = None
@@ -263,7 +263,6 @@ def _log_worker(requests, replies, classifier: Classifier) -> None:
                     break
                 # with each match, the reader's parse of its line (prefixes, timestamp): the main
                 # process memoises it and the core's step does not parse the line again
-                ref = params["ref_time"]
                 matches = [(m.index, rule_index[id(m.rule)], m.fields, m.text, parse_memo(m.text, ref))
                            for m in classifier.scan(batch.lines, data)]
                 out.append((batch, matches))

@@ -1,8 +1,8 @@
-/* rlhealth._fastlines: the two per-byte passes of log reading that CPython cannot do fast.
+/* rlhealth._fastlines: the per-byte passes of log reading that CPython cannot do fast.
  *
- * Optional: every caller has a pure-Python path that gives identical results
- * (rlhealth.agents.normalize.strip_ansi_bytes, rlhealth.sources.fastpath.line_starts);
- * tests compare the two on fuzzed input.
+ * Optional: rlhealth.agents.bytescan holds a pure-Python twin of each function (strip_ansi_bytes_py,
+ * line_starts_py, utf8_valid_py, count_newlines_py) with identical results; tests/test_bytescan.py
+ * compares them on fuzzed input.
  *
  *   strip_ansi(data: bytes) -> bytes
  *       Remove ANSI escape sequences, exactly as the regex
@@ -26,6 +26,26 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+
+static Py_ssize_t
+newline_count(const char *src, Py_ssize_t n)
+{
+    Py_ssize_t count = 0;
+    for (const char *p = memchr(src, '\n', (size_t)n); p != NULL;
+         p = memchr(p + 1, '\n', (size_t)(n - (p + 1 - src))))
+        count++;
+    return count;
+}
+
+/* The METH_O functions take bytes only (no copy of another buffer type). */
+static int
+bytes_arg(PyObject *arg, const char *fname)
+{
+    if (PyBytes_Check(arg))
+        return 1;
+    PyErr_Format(PyExc_TypeError, "%s() argument must be bytes", fname);
+    return 0;
+}
 
 /* Length of the escape sequence starting at p[0] == ESC, or 0 when the regex does not match there. */
 static Py_ssize_t
@@ -65,10 +85,8 @@ escape_len(const unsigned char *p, Py_ssize_t avail)
 static PyObject *
 fl_strip_ansi(PyObject *self, PyObject *arg)
 {
-    if (!PyBytes_Check(arg)) {
-        PyErr_SetString(PyExc_TypeError, "strip_ansi() argument must be bytes");
+    if (!bytes_arg(arg, "strip_ansi"))
         return NULL;
-    }
     const unsigned char *src = (const unsigned char *)PyBytes_AS_STRING(arg);
     Py_ssize_t n = PyBytes_GET_SIZE(arg);
     const unsigned char *esc = memchr(src, 0x1B, (size_t)n);
@@ -112,10 +130,7 @@ fl_line_starts(PyObject *self, PyObject *args)
         return NULL;
     const char *src = PyBytes_AS_STRING(data);
     Py_ssize_t n = PyBytes_GET_SIZE(data);
-    Py_ssize_t lines = 1;
-    for (const char *p = memchr(src, '\n', (size_t)n); p != NULL;
-         p = memchr(p + 1, '\n', (size_t)(n - (p + 1 - src))))
-        lines++;
+    Py_ssize_t lines = newline_count(src, n) + 1;
     PyObject *out = PyBytes_FromStringAndSize(NULL, lines * (Py_ssize_t)sizeof(int64_t));
     if (out == NULL)
         return NULL;
@@ -179,10 +194,8 @@ utf8_ok(const unsigned char *s, Py_ssize_t n)
 static PyObject *
 fl_utf8_valid(PyObject *self, PyObject *arg)
 {
-    if (!PyBytes_Check(arg)) {
-        PyErr_SetString(PyExc_TypeError, "utf8_valid() argument must be bytes");
+    if (!bytes_arg(arg, "utf8_valid"))
         return NULL;
-    }
     int ok;
     const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(arg);
     Py_ssize_t n = PyBytes_GET_SIZE(arg);
@@ -195,16 +208,9 @@ fl_utf8_valid(PyObject *self, PyObject *arg)
 static PyObject *
 fl_count_newlines(PyObject *self, PyObject *arg)
 {
-    if (!PyBytes_Check(arg)) {
-        PyErr_SetString(PyExc_TypeError, "count_newlines() argument must be bytes");
+    if (!bytes_arg(arg, "count_newlines"))
         return NULL;
-    }
-    const char *src = PyBytes_AS_STRING(arg);
-    Py_ssize_t n = PyBytes_GET_SIZE(arg), count = 0;
-    for (const char *p = memchr(src, '\n', (size_t)n); p != NULL;
-         p = memchr(p + 1, '\n', (size_t)(n - (p + 1 - src))))
-        count++;
-    return PyLong_FromSsize_t(count);
+    return PyLong_FromSsize_t(newline_count(PyBytes_AS_STRING(arg), PyBytes_GET_SIZE(arg)));
 }
 
 static PyMethodDef fl_methods[] = {

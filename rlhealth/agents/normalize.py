@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import NamedTuple
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
+from typing import NamedTuple
 
 from rlhealth.agents.bytescan import ANSI_PATTERN, strip_ansi_bytes
 

@@ -33,8 +33,6 @@ from __future__ import annotations
 import glob as _glob
 import os
 import re
-from itertools import accumulate
-from operator import add
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -413,9 +411,9 @@ class LogReader:
         raw: list[bytes] = []
         offsets: list[int] = []
         first_no = self.tail.line_no
-        for no, off, parts in self.tail.blocks(final, self.chunk_bytes):
-            # byte offset of each line: off + sum of (len + 1) of the lines before it (in C)
-            offs = list(map(add, accumulate(map(len, parts), initial=off), range(len(parts))))
+        for no, off, data in self.tail.spans(final, self.chunk_bytes):
+            parts = data.split(b"\n")
+            offs = list(line_starts(data, off)[0])  # byte offset of each line in the file
             if raw and offsets[-1] + len(raw[-1]) + 1 != off:
                 # the skipped tail of a giant line lies between: a batch holds contiguous lines
                 yield from self._build(raw, offsets, first_no, ref_time, fb)
@@ -457,9 +455,7 @@ class LogReader:
         for no, off, data in self.tail.spans(final, self.chunk_bytes):
             if carry is not None and carry[1] + len(carry[2]) + 1 != off:
                 # the skipped tail of a giant line lies between: a batch holds contiguous lines
-                c_no, c_off, c_data = carry
-                starts, longest = line_starts(c_data, c_off)
-                yield from self._region(c_data, starts, len(starts), c_no, c_off, longest, ref, fb)
+                yield from self._whole_region(*carry, ref, fb)
                 carry = None
             if carry is not None:
                 no, off, data = carry[0], carry[1], carry[2] + b"\n" + data
@@ -475,11 +471,15 @@ class LogReader:
                 data = data[:cut - 1]
             yield from self._region(data, starts, whole, no, off, longest, ref, fb)
         if carry is not None:
-            no, off, data = carry
-            starts, longest = line_starts(data, off)
-            yield from self._region(data, starts, len(starts), no, off, longest, ref, fb)
+            yield from self._whole_region(*carry, ref, fb)
         if final or not self.lookahead:
             yield from self._release_held(fb)
+
+    def _whole_region(self, no: int, off: int, data: bytes, ref: datetime,
+                      fb: Callable[[], datetime]) -> Iterator[LogBatch]:
+        """Batches of all lines of `data` (the last one may be short)."""
+        starts, longest = line_starts(data, off)
+        yield from self._region(data, starts, len(starts), no, off, longest, ref, fb)
 
     def _region(self, data: bytes, starts: Sequence[int], count: int, first_no: int, off: int, longest: int,
                 ref: datetime, fb: Callable[[], datetime]) -> Iterator[LogBatch]:
