@@ -100,14 +100,19 @@ def scrape(port: int) -> dict[str, float]:
     return out
 
 
-def start_broker() -> tuple[str, dict[str, str] | None]:
-    given = os.environ.get("KAFKA_BOOTSTRAP", "").strip()
-    if given:
-        return given, None
-    env = dict(os.environ, RLHEALTH_KAFKA_DIR=str(REPO / ".kafka" / "bench"), RLHEALTH_PYTHON=sys.executable)
+def broker_env() -> dict[str, str] | None:
+    """The environment for scripts/kafka.sh with the bench's own broker dir; None with $KAFKA_BOOTSTRAP."""
+    if os.environ.get("KAFKA_BOOTSTRAP", "").strip():
+        return None
+    return dict(os.environ, RLHEALTH_KAFKA_DIR=str(REPO / ".kafka" / "bench"), RLHEALTH_PYTHON=sys.executable)
+
+
+def start_broker(env: dict[str, str] | None) -> str:
+    if env is None:
+        return os.environ["KAFKA_BOOTSTRAP"].strip()
     out = subprocess.run([str(REPO / "scripts" / "kafka.sh"), "start"], env=env, capture_output=True, text=True,
                          timeout=600, check=True)
-    return out.stdout.strip().splitlines()[-1], env
+    return out.stdout.strip().splitlines()[-1]
 
 
 async def _produce_backlog(bootstrap: str, topic: str, templates: dict[int, list[bytes]], batches: int) -> None:
@@ -199,7 +204,15 @@ def main() -> int:
                     help="share of lines taken from a scenario's (signature-dense) logs; 1.0 = worst case")
     args = ap.parse_args()
 
-    bootstrap, broker_env = start_broker()
+    env = broker_env()
+    try:
+        return _bench(args, start_broker(env))
+    finally:  # also on SIGTERM while the broker starts or the backlog is produced
+        if env is not None:
+            subprocess.run([str(REPO / "scripts" / "kafka.sh"), "stop"], env=env, capture_output=True, timeout=120)
+
+
+def _bench(args: argparse.Namespace, bootstrap: str) -> int:
     catalog = TopicCatalog(prefix=f"bench-{uuid.uuid4().hex[:8]}.", partitions=args.partitions)
     ensure_topics(bootstrap, catalog)
     logs_topic = catalog.topic_for_kind("log_batch")
@@ -283,10 +296,9 @@ def main() -> int:
                                     raise_errors=False)
         except Exception as exc:  # noqa: BLE001 - cleanup only
             print(f"could not delete bench topics: {exc}", file=sys.stderr)
-        if broker_env is not None:
-            subprocess.run([str(REPO / "scripts" / "kafka.sh"), "stop"], env=broker_env, capture_output=True,
-                           timeout=120)
 
 
 if __name__ == "__main__":
+    # SIGTERM (timeout(1), a CI cancel) must run main's cleanup too, or the worker and broker outlive us
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sys.exit(main())
