@@ -11,12 +11,14 @@ from rlhealth.agents.core import HealthCore
 
 @lru_cache(maxsize=4)
 def _cached(extra_dirs: tuple[str, ...], throughput_path: str | None) -> HealthCore:
+    from rlhealth.rules.catalog import load_catalog
     from rlhealth.rules.loader import load_rules
     from rlhealth.rules.tables import load_throughput
 
-    rules = load_rules([Path(d) for d in extra_dirs])
+    dirs = [Path(d) for d in extra_dirs]
+    rules = load_rules(dirs)
     table = load_throughput(Path(throughput_path) if throughput_path else None)
-    return HealthCore(rules, table)
+    return HealthCore(rules, table, load_catalog(dirs))
 
 
 def build_core(extra_rule_dirs: tuple[str, ...] = (), throughput_path: str | None = None) -> HealthCore:

@@ -391,7 +391,9 @@ def test_grad_norm_explosion_and_entropy_collapse_are_flagged(core) -> None:
     v = job.judge(121)
     assert v.gates.B.status == "FAIL"
     assert "grad-norm explosion" in v.gates.B.summary and "entropy collapse" in v.gates.B.summary
-    assert v.verdict == "KILL"  # two independent training-dynamics signals
+    # Both come from the same metric lines: one evidence family (training dynamics), so escalate, not KILL.
+    assert v.gates.B.codes[0] == "B.fail_slow" and v.gates.B.families == ["training_dynamics"]
+    assert (v.verdict, v.escalate) == ("NO-KILL", True)
 
 
 def test_crash_loop_without_progress_is_wedged(core) -> None:

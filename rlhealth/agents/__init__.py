@@ -9,7 +9,7 @@ always an argument. Rule packs and throughput tables are loaded by rlhealth.rule
 passed in already parsed.
 
 Public surface:
-    HealthCore(rules, throughput)      compiled once per process
+    HealthCore(rules, throughput, catalog)   compiled once per process (catalog: signals.toml etc.)
     core.new_state(job_id) -> JobHealth
     core.step(state, event, now) -> (JobHealth, list[Finding])
     core.judge(state, now) -> Verdict

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from rlhealth.agents import gates, ingest, verdict
+from rlhealth.agents import ingest, verdict
+from rlhealth.agents.context import build_context
+from rlhealth.agents.gate_liveness import gate_a
+from rlhealth.agents.gate_resources import gate_b
+from rlhealth.agents.gate_rollouts import gate_c
+from rlhealth.agents.restarts import restart_burn
+from rlhealth.agents.signals import Catalog
 from rlhealth.agents.findings import Finding, JobMetrics
 from rlhealth.agents.signatures import Classifier, RuleSet
 from rlhealth.agents.state import JobHealth
@@ -36,8 +42,9 @@ _FOLDS = {
 class HealthCore:
     """Pure per-job health logic: `step` folds an event in, `judge` gives the verdict at `now`."""
 
-    def __init__(self, rules: RuleSet, throughput: ThroughputTable) -> None:
+    def __init__(self, rules: RuleSet, throughput: ThroughputTable, catalog: Catalog) -> None:
         self.rules = rules
+        self.catalog = catalog
         self.classifier = Classifier(rules)
         self.throughput = throughput
         self.rule_packs = dict(rules.versions)
@@ -55,7 +62,7 @@ class HealthCore:
             state.first_event_ts = ts if state.first_event_ts is None else min(state.first_event_ts, ts)
             state.last_event_ts = ts if state.last_event_ts is None else max(state.last_event_ts, ts)
         if isinstance(event, LogBatch):
-            findings = ingest.step_log_batch(state, event, now, self.classifier)
+            findings = ingest.step_log_batch(state, event, now, self.classifier, self.catalog)
         else:
             fold = _FOLDS.get(type(event))
             if fold is not None:
@@ -63,17 +70,17 @@ class HealthCore:
         return state, findings
 
     def judge(self, state: JobHealth, now: datetime, seq: int = 0) -> Verdict:
-        ctx = gates.build_context(state, now, self.throughput)
-        r = gates.restart_burn(ctx)
-        a = gates.gate_a(ctx, r)
-        b = gates.gate_b(ctx, a)
-        c = gates.gate_c(ctx)
+        ctx = build_context(state, now, self.throughput, self.catalog)
+        r = restart_burn(ctx)
+        a = gate_a(ctx, r)
+        b = gate_b(ctx, a)
+        c = gate_c(ctx)
         return verdict.decide(ctx, a, b, c, r, state.job_id, now, self.rule_packs, seq)
 
     def metrics(self, state: JobHealth, now: datetime, last: Verdict | None = None) -> JobMetrics:
         n = now.timestamp()
         staleness = {role: max(n - ts, 0.0) for role, ts in state.role_last_ts.items()}
-        ctx = gates.build_context(state, now, self.throughput)
+        ctx = build_context(state, now, self.throughput, self.catalog)
         gen = run = wait = None
         if ctx.engines_recent:
             gen = sum(w[-1][1] for w in ctx.engines_recent.values())
@@ -83,7 +90,7 @@ class HealthCore:
         rewards = [r for _, r in t.rewards]
         def count(*names: str) -> int:
             return sum(state.signals[nm].count for nm in names if nm in state.signals)
-        r = gates.restart_burn(ctx)
+        r = restart_burn(ctx)
         return JobMetrics(
             job_id=state.job_id,
             log_staleness_s=staleness,
@@ -93,9 +100,9 @@ class HealthCore:
             trials_completed_total=t.completed,
             trial_reward_mean=(sum(rewards) / len(rewards)) if rewards else None,
             trials_nonzero_reward_ratio=(t.nonzero_rewards / t.completed) if t.completed else None,
-            nccl_watchdog_hits_total=count("nccl_watchdog_timeout", "nccl_watchdog_stuck", "nccl_detected_by_watchdog"),
-            oom_events_total=count("cuda_oom", "host_oom", "oom_killed"),
-            ray_worker_deaths_total=count("ray_worker_died", "ray_actor_died", "raylet_died"),
+            nccl_watchdog_hits_total=count(*self.catalog.names("hang")),
+            oom_events_total=count(*self.catalog.names("oom")),
+            ray_worker_deaths_total=count(*(n for n in self.catalog.names("death") if self.catalog.signals[n].role == "ray")),
             restarts_burned=r.burned,
             restarts_max=r.max,
             gate_status={k: getattr(last.gates, k).status for k in "ABC"} if last else {},

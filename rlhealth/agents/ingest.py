@@ -13,8 +13,10 @@ from datetime import datetime
 
 from rlhealth.agents import roles
 from rlhealth.agents.coherence import incoherence_reason, trial_incoherence
+from rlhealth.agents.failures import BENIGN_EXCEPTIONS, failure_class_of, is_consequence
 from rlhealth.agents.findings import Finding
 from rlhealth.agents.normalize import line_timestamp, peel_prefixes, peel_stripped, strip_ansi, timestamp_of_peeled
+from rlhealth.agents.signals import Catalog
 from rlhealth.agents.signatures import Classifier, LineMatch, Rule
 from rlhealth.agents.state import (
     EVIDENCE_TEXT_CHARS,
@@ -51,15 +53,6 @@ from rlhealth.schemas import GpuPoll, JobEnded, JobSpec, JobStatePoll, LogBatch,
 FINDING_KINDS = frozenset({"death", "wedge", "oom", "nccl", "engine", "ray", "hardware", "infra", "config", "weight_sync"})
 # Trainer phases that count as progress when they start or finish.
 PROGRESS_SIGNALS = frozenset({"timer_start", "timer_finish", "trainer_step", "trainer_metrics", "reward_summary"})
-# Exception types that are trial-level passthroughs in healthy runs, never a job death by themselves.
-BENIGN_EXCEPTIONS = frozenset({"ContextLengthExceededError", "AgentTimeoutError", "CancelledError", "KeyboardInterrupt"})
-# Trial exceptions that mean the environment/infra failed, not the model.
-INFRA_EXCEPTIONS = frozenset({
-    "VerificationNotCompletedError", "SandboxError", "DaytonaError", "EnvironmentStartTimeoutError",
-    "SandboxCreationError", "AuthenticationError", "PermissionDeniedError", "APIConnectionError",
-    "DockerError", "EnvironmentError", "RuntimeEnvSetupError",
-})
-VERIFIER_EXCEPTIONS = frozenset({"VerifierTimeoutError", "VerifierError", "VerifierOutputParseError", "RewardFileNotFoundError"})
 
 # What `step_log_batch` reads of a batch's lines besides classifying them: the last
 # FRESHNESS_LINES lines; each matched line; before a match, the lines back to the nearest one with
@@ -103,7 +96,7 @@ def _attempt_for(state: JobHealth, event, prefixes) -> int | None:
     return state.sched.attempt
 
 
-def note_signal(state: JobHealth, signal: str, ev: Ev, attempt: int | None) -> SignalStat:
+def note_signal(state: JobHealth, signal: str, ev: Ev, attempt: int | None, role: str = "") -> SignalStat:
     stat = state.signals.get(signal)
     if stat is None:
         if len(state.signals) >= MAX_SIGNALS:
@@ -123,6 +116,10 @@ def note_signal(state: JobHealth, signal: str, ev: Ev, attempt: int | None) -> S
         evidence[-1] = ev
     if attempt is not None and attempt not in stat.attempts and len(stat.attempts) < 16:
         stat.attempts.append(attempt)
+    if ev.ts is None or stat.last_ts is None or ev.ts >= stat.last_ts:
+        stat.stream = ev.source
+        if role:
+            stat.role = role
     return stat
 
 
@@ -152,7 +149,8 @@ def _round(v: object) -> int | None:
 # ------------------------------------------------------------------------------------------ logs
 
 
-def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier: Classifier) -> list[Finding]:
+def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier: Classifier,
+                   catalog: Catalog) -> list[Finding]:
     key = stream_key(batch)
     st = state.streams.get(key)
     if st is None:
@@ -208,10 +206,14 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
         # peel_prefixes strips again: only a text that still holds an ESC can differ from the peel above
         prefixes, rest = peel_prefixes(text) if "\x1b" in text else pk[:2]
         role = roles.role_of_prefixes(prefixes) or st.role
+        if role == roles.OTHER:
+            decl = catalog.signals.get(m.rule.signal)
+            if decl is not None and decl.role in roles.ROLES:
+                role = decl.role
         attempt = _attempt_for(state, batch, prefixes)
         offset = batch.offsets[m.index] if batch.offsets is not None else None
         ev = Ev(ts, key, _clip(text), m.rule.id, file=batch.source.stream, offset=offset)
-        _apply_match(state, m, rest, prefixes, role, ts, ev, attempt, lines, batch, key)
+        _apply_match(state, m, rest, prefixes, role, ts, ev, attempt, lines, batch, key, catalog)
         if m.rule.kind in FINDING_KINDS:
             findings.append(Finding(
                 kind=m.rule.kind, rule_id=m.rule.id, text=ev.text, event_time=dt, source=key,
@@ -240,49 +242,64 @@ def _line_time(lines: list[str], index: int, now: datetime, memo: dict) -> datet
 
 
 def _apply_match(state: JobHealth, m: LineMatch, rest: str, prefixes, role: str, ts: float | None, ev: Ev,
-                 attempt: int | None, lines: list[str], batch: LogBatch, key: str) -> None:
+                 attempt: int | None, lines: list[str], batch: LogBatch, key: str, catalog: Catalog) -> None:
+    """Fold one matched line by its signal's declared effect (rules/signals.toml)."""
     rule = m.rule
     sig = rule.signal
     f = m.fields
-    if rule.kind == "metric" or rule.kind == "progress" or rule.kind == "weight_sync":
-        _touch_role(state, role, ts)
-    if sig == "vllm_stats":
-        _touch_role(state, roles.ENGINE, ts)
-        # Separate pods can print identical prefixes ("(APIServer pid=1)"), so the stream is part of the identity.
-        eid = roles.engine_identity(prefixes, str(f.get("engine") or "") or None, batch.source.host or key)
-        eng = state.engines.get(eid)
-        if eng is None:
-            if len(state.engines) >= MAX_ENGINES:
-                # Forget the engine that has been silent longest (respawned pids leave ghosts).
-                oldest = min(state.engines, key=lambda k: state.engines[k].last_ts or 0.0)
-                del state.engines[oldest]
-            eng = state.engines[eid] = EngineState(host=roles.pod_of(prefixes) or batch.source.host)
-        if ts is not None:
-            _roll_gen_bucket(state, ts)
-            _engine_sample(eng, ts, _float(f.get("generation_tokens_per_s")) or 0.0,
-                           _float(f.get("prompt_tokens_per_s")) or 0.0, _float(f.get("running")) or 0.0,
-                           _float(f.get("waiting")) or 0.0, _kv_pct(f))
-        note_signal(state, sig, ev, attempt)
-        return
-    if sig in PROGRESS_SIGNALS:
+    decl = catalog.signals.get(sig)
+    effect = decl.effect if decl is not None else "death"
+    if effect in ("progress", "activity", "engine_stats", "engine_pressure", "engine_up", "weight_sync"):
+        _touch_role(state, roles.ENGINE if effect in ("engine_stats", "engine_up") else role, ts)
+    if effect == "engine_stats":
+        _engine_stats(state, f, prefixes, ts, batch, key)
+    elif effect == "progress":
         _trainer_progress(state, sig, f, ts, ev)
-        note_signal(state, sig, ev, attempt)
-        return
-    if sig == "weight_sync_start":
-        state.trainer.in_weight_sync_since = ts
-        note_signal(state, sig, ev, attempt)
-        return
-    if sig == "weight_sync_finish":
-        state.trainer.in_weight_sync_since = None
-        note_signal(state, sig, ev, attempt)
-        return
-    if sig == "batch_complete":
+    elif effect == "weight_sync":
+        if sig == "weight_sync_start":
+            state.trainer.in_weight_sync_since = ts
+        elif sig == "weight_sync_finish":
+            state.trainer.in_weight_sync_since = None
+    elif effect == "trial_summary" and sig == "batch_complete":
         ok, total = f.get("successful"), f.get("total")
         if isinstance(ok, int) and isinstance(total, int) and ts is not None:
             push_capped(state.batch_progress, (ts, ok, total), MAX_STEP_HISTORY)
         _touch_role(state, roles.ROLLOUT, ts)
-        note_signal(state, sig, ev, attempt)
+    elif effect == "config":
+        _engine_config(state, sig, f)
+    elif effect == "hardware" and sig == "xid":
+        code = _as_int(f.get("xid"))
+        if code is not None and ts is not None:
+            push_capped(state.xids, (ts, batch.source.host or key, code, ev.text), MAX_TRACEBACKS)
+    elif effect == "hang":
+        _rank_progress(state, f, m.text, ts)
+    if sig == "python_exception":
+        _python_exception(state, m, role, ts, ev, attempt, lines, key)
         return
+    if sig == "trainer_metrics_nonfinite":
+        state.metrics.nonfinite += 1
+        state.metrics.nonfinite_ev = ev
+    note_signal(state, sig, ev, attempt, role)
+
+
+def _engine_stats(state: JobHealth, f: dict, prefixes, ts: float | None, batch: LogBatch, key: str) -> None:
+    # Separate pods can print identical prefixes ("(APIServer pid=1)"), so the stream is part of the identity.
+    eid = roles.engine_identity(prefixes, str(f.get("engine") or "") or None, batch.source.host or key)
+    eng = state.engines.get(eid)
+    if eng is None:
+        if len(state.engines) >= MAX_ENGINES:
+            # Forget the engine that has been silent longest (respawned pids leave ghosts).
+            oldest = min(state.engines, key=lambda k: state.engines[k].last_ts or 0.0)
+            del state.engines[oldest]
+        eng = state.engines[eid] = EngineState(host=roles.pod_of(prefixes) or batch.source.host)
+    if ts is not None:
+        _roll_gen_bucket(state, ts)
+        _engine_sample(eng, ts, _float(f.get("generation_tokens_per_s")) or 0.0,
+                       _float(f.get("prompt_tokens_per_s")) or 0.0, _float(f.get("running")) or 0.0,
+                       _float(f.get("waiting")) or 0.0, _kv_pct(f))
+
+
+def _engine_config(state: JobHealth, sig: str, f: dict) -> None:
     if sig == "enforce_eager":
         value = f.get("value")
         if isinstance(value, str):
@@ -290,19 +307,28 @@ def _apply_match(state: JobHealth, m: LineMatch, rest: str, prefixes, role: str,
         if isinstance(value, bool) and state.enforce_eager_source != "spec":
             state.enforce_eager = value
             state.enforce_eager_source = "log"
-        note_signal(state, sig, ev, attempt)
-        return
-    if sig == "cuda_graph_capture":
+    elif sig == "cuda_graph_capture":
         state.cuda_graphs_seen = True
-        note_signal(state, sig, ev, attempt)
+
+
+_RANK_RE = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]|\brank[ =:]+(\d+)", re.I)
+MAX_RANKS = 64
+
+
+def _rank_progress(state: JobHealth, f: dict, text: str, ts: float | None) -> None:
+    """Per-rank last completed collective from watchdog lines: the straggler has the lowest."""
+    seq = _as_int(f.get("last_completed"))
+    if seq is None or ts is None:
         return
-    if sig == "python_exception":
-        _python_exception(state, m, role, ts, ev, attempt, lines, key)
+    rank = f.get("rank")
+    if rank is None:
+        m = _RANK_RE.search(text)
+        rank = (m.group(1) or m.group(2)) if m else None
+    if rank is None:
         return
-    if sig == "trainer_metrics_nonfinite":
-        state.metrics.nonfinite += 1
-        state.metrics.nonfinite_ev = ev
-    note_signal(state, sig, ev, attempt)
+    rank = str(rank)
+    if rank in state.rank_last_completed or len(state.rank_last_completed) < MAX_RANKS:
+        state.rank_last_completed[rank] = (seq, ts)
 
 
 def _kv_pct(f: dict) -> float:
@@ -470,46 +496,25 @@ def _python_exception(state: JobHealth, m: LineMatch, role: str, ts: float | Non
         failure_class=fclass, stream=key, attempt=attempt, role=role,
         text=_clip("\n".join(x for x in context[-6:] if x.strip()) + "\n" + m.text, 800), fatal=fatal,
     )
-    # Consecutive lines of one chained traceback describe one failure: keep the last (root-most) line.
+    rec.consequence = is_consequence(exc_type, message)
+    # Consecutive exception lines of one stream within 2 s are one chained failure. Python prints the
+    # original cause first ("The above exception was the direct cause ..."), so keep the first unless
+    # it is itself a consequence or a wrapper (RayTaskError prints the remote cause after its header).
     tbs = state.tracebacks
-    if tbs and tbs[-1].stream == key and tbs[-1].attempt == attempt and ts is not None and tbs[-1].ts is not None \
-            and abs(ts - tbs[-1].ts) < 2.0 and tbs[-1].failure_class in (fclass, "RayTaskError", "other"):
-        rec.fatal = rec.fatal or tbs[-1].fatal
-        tbs[-1] = rec
+    prev = tbs[-1] if tbs else None
+    if prev is not None and prev.stream == key and prev.attempt == attempt and ts is not None and prev.ts is not None \
+            and abs(ts - prev.ts) < 2.0:
+        wrapper = prev.consequence or "RayTaskError" in prev.exc_type or prev.failure_class in ("RayTaskError", "other")
+        if wrapper and not rec.consequence:
+            rec.fatal = rec.fatal or prev.fatal
+            rec.outer = (prev.outer + " > " if prev.outer else "") + prev.exc_type.rsplit(".", 1)[-1]
+            tbs[-1] = rec
+        else:
+            prev.fatal = prev.fatal or rec.fatal
+            prev.outer = ((prev.outer + " > ") if prev.outer else "") + short
     else:
         push_capped(tbs, rec, MAX_TRACEBACKS)
-    note_signal(state, "python_exception", ev, attempt)
-
-
-_CLASS_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("cuda_oom", re.compile(r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|out of memory", re.I)),
-    ("host_oom", re.compile(r"OOMKilled|oom-kill|Killed process", re.I)),
-    ("nccl_hang", re.compile(r"watchdog|NCCL|DistBackendError|collective operation timeout", re.I)),
-    ("image_pull", re.compile(r"ImagePullBackOff|ErrImagePull", re.I)),
-    ("hf_resolution", re.compile(r"huggingface|HFValidationError|RepositoryNotFound|LocalEntryNotFound|HTTPError: 5\d\d", re.I)),
-    ("preempted", re.compile(r"preempt|evict|NodeLost|node.*(drain|lost)", re.I)),
-    ("ray_death", re.compile(r"ActorDiedError|RayActorError|worker died|SYSTEM_ERROR", re.I)),
-    ("engine_dead", re.compile(r"EngineDeadError|EngineCore encountered", re.I)),
-    ("timeout", re.compile(r"TIMEOUT|DUE TO TIME LIMIT|time limit", re.I)),
-)
-_EXC_NAME_RE = re.compile(r"(?:RayTaskError\()?([A-Za-z_][\w.]*?(?:Error|Exception|Exit))\)?[:(]")
-TRANSIENT_CLASSES = frozenset({"image_pull", "hf_resolution", "preempted", "timeout"})
-
-
-def failure_class_of(text: str | None) -> str:
-    """A coarse class for comparing failures across attempts (same class + fingerprint = same failure)."""
-    if not text:
-        return "unknown"
-    for name, pattern in _CLASS_PATTERNS:
-        if pattern.search(text):
-            return name
-    inner = re.search(r"RayTaskError\((\w+)\)", text)
-    if inner:
-        return inner.group(1)
-    m = _EXC_NAME_RE.search(text)
-    if m:
-        return m.group(1).rsplit(".", 1)[-1]
-    return "other"
+    note_signal(state, "python_exception", ev, attempt, role)
 
 
 # ------------------------------------------------------------------------------------------ other events

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import msgspec
 
-STATE_VERSION = 1
+STATE_VERSION = 2
 
 # Caps: each one bounds a buffer that would otherwise grow with the job's age or chattiness.
 MAX_STREAMS = 64
@@ -53,6 +53,9 @@ class SignalStat(msgspec.Struct):
     last_ts: float | None = None
     evidence: list[Ev] = msgspec.field(default_factory=list)  # first and latest few
     attempts: list[int] = msgspec.field(default_factory=list)  # attempts it was seen in
+    role: str = ""  # role of the process that logged the latest occurrence
+    stream: str = ""  # stream of the latest occurrence (its silence afterwards is the failing tail)
+    fields: dict[str, str] = msgspec.field(default_factory=dict)  # a few extracted text fields of the latest
 
 
 class StreamState(msgspec.Struct):
@@ -97,6 +100,8 @@ class TracebackRec(msgspec.Struct):
     role: str
     text: str
     fatal: bool = False
+    outer: str = ""  # exception types raised on top of this one (chained), outermost last
+    consequence: bool = False  # a type or message that points at a cause elsewhere ("see stack trace above")
 
 
 class TrainerState(msgspec.Struct):
@@ -196,6 +201,10 @@ class JobHealth(msgspec.Struct):
     gen_history: list[tuple[int, float, float]] = msgspec.field(default_factory=list)
     gen_bucket: int | None = None
     ended: bool = False
+    # NCCL watchdog lines per rank: rank -> (last completed collective seq, ts); the lowest is the straggler.
+    rank_last_completed: dict[str, tuple[int, float]] = msgspec.field(default_factory=dict)
+    # Xid lines: (ts, stream or host, code, text), newest last.
+    xids: list[tuple[float, str, int, str]] = msgspec.field(default_factory=list)
 
     def to_bytes(self) -> bytes:
         return _ENCODER.encode(self)

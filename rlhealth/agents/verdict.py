@@ -1,101 +1,23 @@
 """The deep probe's section 5: turn gate results into ONE recommendation.
 
-KILL needs a hard FAIL with no benign or transient explanation and at least two independent
-signals. Genuine ambiguity is NO-KILL + escalate. A terminal job is never a KILL: there is
-nothing left to kill.
+KILL needs a hard FAIL with no benign or transient explanation, backed by at least two distinct
+evidence *families* (rlhealth.agents.signals): a cause restated in many lines, or by two rules,
+is one family. A single family, however loud, is NO-KILL + escalate. The same failure on every
+burned attempt is a family of its own (restart history). A terminal job is never a KILL.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from rlhealth.agents.gates import Context, GateResult, RestartResult
+from rlhealth.agents import render
+from rlhealth.agents.context import Context
+from rlhealth.agents.failures import failure_class_of
+from rlhealth.agents.reasons import Code, GateResult, Reason, RestartResult
 from rlhealth.agents.state import Ev
 from rlhealth.schemas import Evidence, EvidenceRef, Gate, Gates, Restarts, Verdict
 
-# Root cause -> the concrete change to make before a relaunch.
-FIXES: dict[str, list[str]] = {
-    "cuda_oom": [
-        "Training-stage CUDA OOM: revert the memory-raising change (e.g. micro_train_batch_size_per_gpu back to 1), "
-        "or enable CPU offload / gradient checkpointing, and set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; "
-        "if engines are colocated, lower gpu_memory_utilization.",
-        "Relaunch only on the corrected setting: every retry so far has reproduced the OOM.",
-    ],
-    "crash_loop": [
-        "The pods are crash-looping: read the last terminated container's reason and exit code (kubectl describe "
-        "pod / lastState) and the log tail before each restart; fix that root cause before relaunching.",
-    ],
-    "host_oom": [
-        "Host OOM (OOMKilled / oom-killer): raise the pod memory limit or cut host-side buffers "
-        "(dataloader workers, Ray object store, CPU offload size) before relaunching.",
-    ],
-    "nccl_hang": [
-        "Before killing, capture the NCCL flight-recorder dump (TORCH_NCCL_DUMP_ON_TIMEOUT) and the rank-0 logs "
-        "(Ray raylet.out / worker-*.err where Ray is used): they name the hung collective (SeqNum/OpType) and rank.",
-        "Root cause is a hang in a trainer collective, not an OOM: check the process-group geometry and NCCL "
-        "settings (network, NCCL_* env, a straggler or failed rank); relaunch on a validated geometry or hold for "
-        "the supervisor.",
-    ],
-    "nccl_hang_ep": [
-        "Before killing, capture the NCCL flight-recorder dump (TORCH_NCCL_DUMP_ON_TIMEOUT) and the rank-0 logs "
-        "(Ray raylet.out / worker-*.err where Ray is used): they name the hung collective (SeqNum/OpType) and rank.",
-        "Root cause is a hang in a policy-mesh collective (FSDP x EP), not an OOM: check the expert-parallel (EP) "
-        "geometry and NCCL settings on the new mesh; relaunch on a validated geometry or hold for the supervisor.",
-    ],
-    "ray_death": [
-        "A Ray worker of the policy mesh died and the trainer is frozen: pull /tmp/ray/session_latest/logs "
-        "(raylet.*, worker-*.err) from rank 0 for the real traceback before killing; then fix and relaunch.",
-    ],
-    "starvation": [
-        "Throughput-starvation wedge (oversubscribed engines): lower n_concurrent_trials (or raise "
-        "generator max_num_seqs / add engines) so Waiting drains, then relaunch.",
-        "Check enforce_eager and KV-cache headroom (long context) on the relaunch.",
-    ],
-    "enforce_eager": [
-        "Generation is floored because CUDA graphs are off: set generator.enforce_eager=false and relaunch.",
-    ],
-    "floored": [
-        "Generation throughput is below the hardware floor with enforce_eager=false: check the serving geometry "
-        "(TP/EP), the weight sync (a degraded sync can serve a broken policy) and oversubscription; relaunch on a "
-        "validated setting.",
-    ],
-    "engine_hung": [
-        "An engine stopped generating with requests in flight (one 0.0 tok/s line, then silence): pull its EngineCore "
-        "stack / RPC timeout lines; restart the engine or relaunch.",
-    ],
-    "infra": [
-        "Infrastructure, not the model: every trial fails before the agent runs. Fix the sandbox environment "
-        "(Daytona sandbox never came up: forward the DAYTONA_* environment variables to the rollout workers, check "
-        "the Daytona API key/quota and sandbox image) and relaunch.",
-    ],
-    "verifier": [
-        "Verifiers never return a score (VerifierTimeoutError): raise the verifier timeout or fix the test harness, "
-        "then relaunch; no learning signal is possible until verifiers work.",
-    ],
-    "incoherent": [
-        "The served policy emits incoherent output: check the FSDP->vLLM weight sync first (FusedMoE w13 reload "
-        "bracket: SKYRL_W13_RELOAD_BRACKET=1 and 'finish_weight_reload' in the engine log) and the tokenizer, then "
-        "relaunch on the fixed build.",
-    ],
-    "broken_loop": [
-        "Agents stop after about one turn: check the agent harness / tool-call parsing and the engine health, then relaunch.",
-    ],
-    "nonfinite": [
-        "Training diverged (NaN/Inf loss or grad norm): lower the learning rate, enable gradient clipping, check the "
-        "reward scale and the advantage normalisation; relaunch from the last good checkpoint.",
-    ],
-    "fail_slow": [
-        "Sustained degradation against the job's own baseline: compare the slow window with the last healthy one "
-        "(engine restarts, a straggler node, thermal throttling, KV-cache pressure, a data/curriculum change) and "
-        "decide on the evidence; a single fail-slow signal is escalated, not killed.",
-    ],
-    "KeyError": [
-        "Deterministic KeyError in the weight sync: fix the weight-name mapping for the new model layout "
-        "(e.g. the fused gate_up_proj expert parameters) before any relaunch.",
-    ],
-}
-GENERIC_FIX = ["Fix the root-cause exception named above in the code/config before relaunching; the traceback is in "
-               "the evidence."]
+MIN_KILL_FAMILIES = 2
 
 
 def _ev_to_schema(ev: Ev) -> Evidence:
@@ -108,19 +30,22 @@ def _ev_to_schema(ev: Ev) -> Evidence:
 
 
 def _gate(g: GateResult) -> Gate:
-    return Gate(status=g.status, summary=g.summary[:2000], evidence=[_ev_to_schema(e) for e in g.evidence[:8]])
+    codes = ([str(g.code)] if g.code else []) + [str(r.code) for r in g.reasons if r.code != g.code]
+    return Gate(status=g.status, summary=render.gate_summary(g)[:2000], codes=list(dict.fromkeys(codes))[:16],
+                families=sorted(g.families()) if g.status == "FAIL" else [],
+                evidence=[_ev_to_schema(e) for e in g.evidence[:8]])
 
 
-def _fix_for(cause: str | None, detail: str) -> list[str]:
-    if not cause:
-        return list(GENERIC_FIX)
-    if cause in FIXES:
-        return list(FIXES[cause])
-    if "KeyError" in cause or "KeyError" in detail:
-        return list(FIXES["KeyError"])
-    if "weight" in detail and "sync" in detail:
-        return list(FIXES["KeyError"])
-    return [f"Root cause {cause}: {detail[:200]}".strip()] + GENERIC_FIX
+def _fix_for(ctx: Context, cause: str | None, detail: str) -> list[str]:
+    cat = ctx.catalog
+    steps = cat.steps_for(cause)
+    if steps:
+        return list(steps)
+    if "KeyError" in (cause or "") or "KeyError" in detail or ("weight" in detail and "sync" in detail):
+        return list(cat.steps_for("KeyError") or ())
+    if cause:
+        return [f"Root cause {cause}: {detail[:200]}".strip()] + list(cat.generic_remediation)
+    return list(cat.generic_remediation)
 
 
 def _headline(ctx: Context) -> str:
@@ -139,6 +64,17 @@ def _headline(ctx: Context) -> str:
     return f"{model}, {', '.join(parts) or 'geometry ?'}, {stage}"
 
 
+def kill_families(gates: dict[str, GateResult], r: RestartResult) -> set[str]:
+    """The distinct evidence families behind every FAIL (and a deterministic restart history)."""
+    fams: set[str] = set()
+    for g in gates.values():
+        if g.status == "FAIL":
+            fams |= g.families()
+    if r.same_failure is True:
+        fams.add("restart_history")
+    return fams
+
+
 def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: RestartResult, job_id: str,
            now: datetime, rule_packs: dict[str, str], seq: int = 0) -> Verdict:
     gates = {"A": a, "B": b, "C": c}
@@ -146,11 +82,15 @@ def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: Restart
     for g in (a, b, c):
         evidence.extend(g.evidence[:6])
     evidence.extend(r.evidence[:3])
-    restarts = Restarts(burned=r.burned, max=r.max, same_failure=r.same_failure, summary=r.summary)
+    restarts = Restarts(burned=r.burned, max=r.max, same_failure=r.same_failure, summary=render.restart_summary(r))
     escalate = any(g.escalate for g in gates.values())
     next_steps: list[str] = []
     remaining = None if r.burned is None or r.max is None else max(r.max - r.burned, 0)
     new_bits = ", ".join((ctx.spec or {}).get("new_or_untested") or [])
+    families = kill_families(gates, r)
+    reasons_all: list[Reason] = [x for g in gates.values() if g.status == "FAIL" for x in g.reasons]
+    if r.same_failure is True:
+        reasons_all.append(Reason(Code.SAME_FAILURE, "restart_history", {"klass": r.failure_class}))
 
     if a.job_status == "TERMINAL":
         verdict, confidence = "NO-KILL", "high"
@@ -158,28 +98,25 @@ def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: Restart
         pods = f" with {ctx.state.sched.pods} pods" if ctx.state.sched.pods is not None else ""
         seen_as = (f"reports the job {ctx.state.sched.state}{pods}" if ctx.state.sched.state != "unknown"
                    else "shows no pods left")
-        reasoning = (f"The scheduler {seen_as}, so there is nothing left to kill. Root cause: {a.cause_detail[:300] or 'no traceback captured'} "
-                     f"({det}).")
+        reasoning = (f"The scheduler {seen_as}, so there is nothing left to kill. Root cause: "
+                     f"{a.cause_detail[:300] or 'no traceback captured'} ({det}).")
+        if a.culprit is not None and a.culprit.component:
+            reasoning += f" Raised by {a.culprit.role} {a.culprit.component}."
         if r.burned:
-            reasoning += f" Restarts: {r.burned}/{r.max if r.max is not None else '?'} burned; {r.summary}."
-        next_steps = _fix_for(_terminal_cause(a.cause_detail, r), a.cause_detail)
+            reasoning += f" Restarts: {r.burned}/{r.max if r.max is not None else '?'} burned; {restarts.summary}."
+        cause = failure_class_of(a.cause_detail) if a.cause_detail else r.failure_class
+        next_steps = _fix_for(ctx, cause, a.cause_detail)
         next_steps.append("Relaunch only after the fix lands" if r.same_failure or not a.transient
                           else "Relaunch as is: the failure looks transient")
         status = "TERMINAL"
     else:
         fails = {k: g for k, g in gates.items() if g.status == "FAIL"}
-        signals: list[str] = []
-        for g in fails.values():
-            signals.extend(g.signals)
         doomed = r.same_failure is True
-        if doomed:
-            signals.append(f"same failure on every attempt ({r.failure_class})")
-        independent = len(set(signals))
         if ctx.blind:
             verdict, confidence, escalate = "NO-KILL", "low", True
-        elif (fails or doomed) and independent >= 2:
+        elif (fails or doomed) and len(families) >= MIN_KILL_FAMILIES:
             verdict = "KILL"
-            confidence = "high" if independent >= 3 or doomed else "medium"
+            confidence = "high" if len(families) >= 3 or doomed else "medium"
         elif fails or doomed:
             verdict, confidence, escalate = "NO-KILL", "low", True
         else:
@@ -191,13 +128,25 @@ def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: Restart
             order = ["A", "B", "C"]
             primary = next((fails[k] for k in order if k in fails), None)
             causes = [fails[k].cause for k in order if k in fails and fails[k].cause]
+            if "gpu_hardware" in causes:
+                causes.insert(0, causes.pop(causes.index("gpu_hardware")))  # the node explains the rest
             if doomed and r.failure_class and r.failure_class not in causes:
                 causes.insert(0, r.failure_class)
             what = ("Gate " + ", ".join(fails) + " FAIL" if fails else "Restart-burn")
             if a.status == "FAIL":
                 what += f" (job {a.job_status})"
+            signals = list(dict.fromkeys(render.reason_text(x) for x in reasons_all))
+            fam_txt = ", ".join(render.FAMILY_NAMES.get(f, f) for f in sorted(families))
             reasoning = (f"{what} with no benign or transient explanation, so the recommendation is KILL. "
-                         f"Load-bearing signals: {'; '.join(dict.fromkeys(signals))}.")
+                         f"Load-bearing signals: {'; '.join(signals)} ({len(families)} independent evidence "
+                         f"families: {fam_txt}).")
+            culprit = next((g.culprit for g in (fails.get("A"), fails.get("B"), fails.get("C")) if g and g.culprit), None)
+            if culprit is not None and culprit.component:
+                node = f" on node {culprit.node}" if culprit.node and culprit.node != culprit.component else ""
+                reasoning += f" Failing component: {culprit.role} {culprit.component}{node} ({culprit.why})."
+            root = _causal_text(ctx, primary)
+            if root:
+                reasoning += f" Root cause: {root}."
             if doomed:
                 reasoning += (f" {r.burned}/{r.max if r.max is not None else '?'} restarts burned, remaining "
                               f"{remaining if remaining is not None else '?'}, same failure each attempt: the job is "
@@ -208,20 +157,25 @@ def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: Restart
                 causes.append(causes.pop(causes.index("crash_loop")))  # the specific cause's fix comes first
             if "nccl_hang" in causes and _expert_parallel(ctx):
                 causes[causes.index("nccl_hang")] = "nccl_hang_ep"
-            seen = set()
+            if root and any(x in ("engine_dead", "rollout_server_dead") for x in causes):
+                next_steps.append(f"The causal exception is {root} (not the EngineDeadError that followed it): fix that first.")
+            seen: set[str] = set()
             for cause in causes or [None]:
-                for step in _fix_for(cause, primary.cause_detail if primary else ""):
+                for step in _fix_for(ctx, cause, primary.cause_detail if primary else ""):
                     if step not in seen:
                         seen.add(step)
                         next_steps.append(step)
             next_steps.append("rlhealth never kills: the supervisor decides and runs the kill (iris job kill / scancel).")
         else:
-            reasoning = _no_kill_reasoning(gates, r, ctx, escalate)
+            reasoning = _no_kill_reasoning(gates, r, escalate, families)
             for g in gates.values():
-                next_steps.extend(g.watch)
-            if fails:
-                next_steps.insert(0, "A FAIL with a single signal: escalate to the supervisor with the evidence "
-                                     "rather than kill; " + "; ".join(f"Gate {k}: {g.summary[:160]}" for k, g in fails.items()))
+                next_steps.extend(render.watch_text(code, facts) for code, facts in g.watch)
+            if fails or doomed:
+                fam = ", ".join(render.FAMILY_NAMES.get(f, f) for f in sorted(families)) or "one source"
+                next_steps.insert(0, "A FAIL backed by a single evidence family: escalate to the supervisor with the "
+                                     "evidence rather than kill; " + "; ".join(
+                                         f"Gate {k}: {render.gate_summary(g)[:160]}" for k, g in fails.items()))
+                next_steps.insert(1, render.watch_text("second_family", {"family": fam}))
             if not next_steps:
                 next_steps.append("Re-probe next sweep.")
     return Verdict(
@@ -242,6 +196,17 @@ def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: Restart
     )
 
 
+def _causal_text(ctx: Context, primary: GateResult | None) -> str:
+    """The earliest causal exception behind a death/hang KILL, when one was captured."""
+    from rlhealth.agents.rootcause import causal_traceback
+
+    if primary is None or primary.cause not in ("engine_dead", "rollout_server_dead", "ray_death", "nccl_hang",
+                                                 "nccl_hang_ep"):
+        return ""
+    tb = causal_traceback(ctx.state.tracebacks, ctx.current_attempt)
+    return f"{tb.exc_type}: {tb.message[:200]}" if tb is not None else ""
+
+
 def _expert_parallel(ctx: Context) -> bool:
     spec = ctx.spec or {}
     geo = spec.get("geometry") or {}
@@ -250,32 +215,29 @@ def _expert_parallel(ctx: Context) -> bool:
                 or " ep" in f" {notes}" or "expert" in notes)
 
 
-def _terminal_cause(detail: str, r: RestartResult) -> str | None:
-    from rlhealth.agents.ingest import failure_class_of
-
-    return failure_class_of(detail) if detail else r.failure_class
-
-
 def _first_sentence(text: str) -> str:
     return text.split(". ")[0][:400]
 
 
-def _no_kill_reasoning(gates: dict[str, GateResult], r: RestartResult, ctx: Context, escalate: bool) -> str:
+def _no_kill_reasoning(gates: dict[str, GateResult], r: RestartResult, escalate: bool, families: set[str]) -> str:
     statuses = ", ".join(f"{k} {g.status}" for k, g in gates.items())
     parts = [f"Gates: {statuses}."]
     a, b, c = gates["A"], gates["B"], gates["C"]
     if a.status == "PASS":
-        parts.append(_first_sentence(a.summary.replace("ALIVE: ", "")) + ".")
+        parts.append(_first_sentence(render.gate_summary(a).replace("ALIVE: ", "")) + ".")
     if b.status == "PASS":
-        parts.append(_first_sentence(b.summary) + ".")
+        parts.append(_first_sentence(render.gate_summary(b)) + ".")
     if c.status in ("PASS", "UNKNOWN"):
-        parts.append(_first_sentence(c.summary) + ".")
+        parts.append(_first_sentence(render.gate_summary(c)) + ".")
+    if families and any(g.status == "FAIL" for g in gates.values()):
+        parts.append(f"Only {len(families)} evidence family ({', '.join(render.FAMILY_NAMES.get(f, f) for f in sorted(families))}) "
+                     f"backs the FAIL; a KILL needs {MIN_KILL_FAMILIES} independent ones.")
     if r.burned:
-        parts.append(f"Restarts {r.burned}/{r.max if r.max is not None else '?'}: {r.summary}.")
+        parts.append(f"Restarts {r.burned}/{r.max if r.max is not None else '?'}: {render.restart_summary(r)}.")
     if escalate:
         parts.append("Ambiguous evidence: NO-KILL and escalate, since killing a healthy bring-up costs more than one "
                      "more sweep.")
-    return " ".join(parts[:5])
+    return " ".join(parts[:6])
 
 
 def _dedupe(evs: list[Ev]) -> list[Ev]:

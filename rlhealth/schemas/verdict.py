@@ -36,6 +36,10 @@ class Evidence(Model):
 class Gate(Model):
     status: GateStatus = "UNKNOWN"
     summary: str = ""
+    codes: list[str] = Field(default_factory=list, max_length=16,
+                             description="typed reason codes (first: the gate's outcome); the summary renders them")
+    families: list[str] = Field(default_factory=list, max_length=16,
+                                description="independent evidence families behind a FAIL")
     evidence: list[Evidence] = Field(default_factory=list, max_length=20)
 
 

@@ -1,0 +1,66 @@
+"""Failure classes: a coarse name for an exception or a scheduler error, to compare attempts.
+
+Two attempts that failed with the same class and the same fingerprint failed the same way. The
+exception-type sets say which trial exceptions are passthroughs, infrastructure or verifier faults.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Exception types that are trial-level passthroughs in healthy runs, never a job death by themselves.
+BENIGN_EXCEPTIONS = frozenset({"ContextLengthExceededError", "AgentTimeoutError", "CancelledError", "KeyboardInterrupt"})
+
+# Trial exceptions that mean the environment/infra failed, not the model.
+INFRA_EXCEPTIONS = frozenset({
+    "VerificationNotCompletedError", "SandboxError", "DaytonaError", "EnvironmentStartTimeoutError",
+    "SandboxCreationError", "AuthenticationError", "PermissionDeniedError", "APIConnectionError",
+    "DockerError", "EnvironmentError", "RuntimeEnvSetupError",
+})
+
+VERIFIER_EXCEPTIONS = frozenset({"VerifierTimeoutError", "VerifierError", "VerifierOutputParseError", "RewardFileNotFoundError"})
+
+_CLASS_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("cuda_oom", re.compile(r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|out of memory", re.I)),
+    ("host_oom", re.compile(r"OOMKilled|oom-kill|Killed process", re.I)),
+    ("nccl_hang", re.compile(r"watchdog|NCCL|DistBackendError|collective operation timeout", re.I)),
+    ("image_pull", re.compile(r"ImagePullBackOff|ErrImagePull", re.I)),
+    ("hf_resolution", re.compile(r"huggingface|HFValidationError|RepositoryNotFound|LocalEntryNotFound|HTTPError: 5\d\d", re.I)),
+    ("preempted", re.compile(r"preempt|evict|NodeLost|node.*(drain|lost)", re.I)),
+    ("ray_death", re.compile(r"ActorDiedError|RayActorError|worker died|SYSTEM_ERROR", re.I)),
+    ("engine_dead", re.compile(r"EngineDeadError|EngineCore encountered", re.I)),
+    ("timeout", re.compile(r"TIMEOUT|DUE TO TIME LIMIT|time limit", re.I)),
+)
+_EXC_NAME_RE = re.compile(r"(?:RayTaskError\()?([A-Za-z_][\w.]*?(?:Error|Exception|Exit))\)?[:(]")
+TRANSIENT_CLASSES = frozenset({"image_pull", "hf_resolution", "preempted", "timeout"})
+
+
+def failure_class_of(text: str | None) -> str:
+    """A coarse class for comparing failures across attempts (same class + fingerprint = same failure)."""
+    if not text:
+        return "unknown"
+    for name, pattern in _CLASS_PATTERNS:
+        if pattern.search(text):
+            return name
+    inner = re.search(r"RayTaskError\((\w+)\)", text)
+    if inner:
+        return inner.group(1)
+    m = _EXC_NAME_RE.search(text)
+    if m:
+        return m.group(1).rsplit(".", 1)[-1]
+    return "other"
+
+
+# Exceptions that report a failure elsewhere: the root cause is an earlier exception, not these.
+CONSEQUENCE_EXCEPTIONS = frozenset({
+    "EngineDeadError", "AsyncEngineDeadError", "MQEngineDeadError", "EngineGenerateError", "ActorDiedError",
+    "RayActorError", "ActorUnavailableError", "ChildFailedError", "DistBackendError", "CancelledError",
+    "BrokenPipeError", "ConnectionResetError", "KeyboardInterrupt", "SystemExit", "WorkerCrashedError",
+})
+_CONSEQUENCE_MESSAGE = re.compile(r"stack trace (?:\(?above\)?|above)|root cause above|see (?:the )?(?:logs|error) above|"
+                                  r"above for the root cause|initialization failed\. See", re.I)
+
+
+def is_consequence(exc_type: str, message: str) -> bool:
+    """True for an exception that only reports a failure raised before it (see CONSEQUENCE_EXCEPTIONS)."""
+    return exc_type.rsplit(".", 1)[-1] in CONSEQUENCE_EXCEPTIONS or bool(_CONSEQUENCE_MESSAGE.search(message))

@@ -1,0 +1,335 @@
+"""Gate A, liveness: TERMINAL, WEDGED, ALIVE or UNKNOWN.
+
+Liveness is the state poll plus log freshness, never a single log string and never the state
+poll alone. A hang or death line counts when the role that logged it then went silent: either
+its trainer progress is stale beyond the learned cadence, or (the failing tail) the stream it
+came from printed nothing more while the scheduler still says running.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from rlhealth.agents import roles
+from rlhealth.agents.context import Context
+from rlhealth.agents.reasons import Code, Culprit, GateResult, RestartResult
+from rlhealth.agents.rootcause import culprit_for, root_cause
+from rlhealth.agents.state import Ev, JobHealth, SignalStat
+from rlhealth.agents.failures import TRANSIENT_CLASSES, failure_class_of
+from rlhealth.agents.gate_resources import collective_spin, spin_evidence
+
+# Death lines too broad to call a wedge on their own (a caught exception is logged in healthy runs).
+_TAIL_EXCLUDED = frozenset({"python_exception"})
+
+
+def gate_a(ctx: Context, restarts: RestartResult) -> GateResult:
+    state, now, t = ctx.state, ctx.now, ctx.t
+    sc, tr = state.sched, state.trainer
+    g = GateResult()
+    poll = _poll_facts(ctx)
+    g.facts.update(poll)
+    if ctx.blind:
+        g.status, g.job_status, g.escalate, g.code = "UNKNOWN", "UNKNOWN", True, Code.BLIND_SHIPPER
+        g.facts["shippers"] = ctx.blind
+        g.watch.append(("restore_shipper", {}))
+        return g
+
+    if ctx.terminal:
+        return _terminal(ctx, g, restarts)
+
+    newest = max((x for x in (state.last_event_ts, sc.last_ts) if x is not None), default=None)
+    if newest is not None and now - newest > t.stale_view_s:
+        # Even the scheduler's polls stopped: that is our blindness (a dead poller or shipper), not
+        # evidence about the job. Say so and escalate; never KILL on it.
+        g.status, g.job_status, g.escalate, g.code = "UNKNOWN", "UNKNOWN", True, Code.BLIND_NO_DATA
+        g.facts.update(silent_s=now - newest, newest_ts=newest)
+        g.watch.append(("restore_poller", {}))
+        return g
+
+    if ctx.fatal_tb is not None and sc.state != "pending":
+        tb = ctx.fatal_tb
+        g.status, g.job_status, g.code = "FAIL", "WEDGED", Code.FATAL_TRACEBACK
+        g.facts.update(tb_ts=tb.ts, exc=tb.exc_type, message=tb.message[:160],
+                       since_s=None if tb.ts is None else now - tb.ts, freshness=freshness_facts(ctx))
+        # The traceback's last line is often the OOM / NCCL line another rule also tagged: one family.
+        family = {"cuda_oom": "oom_log", "host_oom": "oom_log", "nccl_hang": "hang_log"}.get(tb.failure_class, "fatal_log")
+        g.add(Code.FATAL_TB_LINE, family, exc=tb.exc_type)
+        g.add(Code.TRAINER_FROZEN, "progress_stall", since_s=ctx.trainer_since_s)
+        g.evidence.append(Ev(tb.ts, tb.stream, tb.text, "traceback"))
+        g.cause, g.cause_detail = tb.failure_class, f"{tb.exc_type}: {tb.message}"
+        g.culprit = Culprit(tb.role, tb.stream, why="fatal traceback")
+        return g
+
+    if sc.state == "pending":
+        g.status, g.job_status, g.code = "UNKNOWN", "ALIVE", Code.PENDING
+        g.watch.append(("admission", {}))
+        return g
+
+    has_other_view = bool(state.streams or state.gpus or state.trials.started or state.trials.completed
+                          or state.eval_trials.started or state.eval_trials.completed)
+    if not has_other_view:
+        # The deep probe: liveness is never the state poll alone.
+        g.status, g.job_status, g.escalate = "UNKNOWN", "UNKNOWN", True
+        g.code = Code.STATE_POLL_ONLY if sc.state else Code.NO_VIEW
+        g.watch.append(("logs_and_gpus", {}))
+        return g
+
+    loop = _crash_loop(ctx)
+    if loop is not None:
+        g.status, g.job_status, g.code = "FAIL", "WEDGED", Code.CRASH_LOOP
+        g.facts.update(loop, freshness=freshness_facts(ctx))
+        g.add(Code.PODS_RESTARTING, "scheduler_state", restarts=sc.max_pod_restarts)
+        g.add(Code.NO_PROGRESS_ACROSS_RESTARTS, "progress_stall", step=tr.last_step)
+        ev = sc.pod_reason_examples.get("CrashLoopBackOff") or next(iter(sc.pod_reason_examples.values()), None)
+        if ev is not None:
+            g.evidence.append(ev)
+        g.cause = "crash_loop"
+        return g
+
+    hang = ctx.signals("hang", ctx.current_attempt)
+    deaths = [(n, s) for n, s in ctx.signals("death", ctx.current_attempt) if n not in _TAIL_EXCLUDED]
+    cutoff = None if tr.last_progress_ts is None else tr.last_progress_ts - t.hang_before_progress_s
+    hang_recent = [(n, s) for n, s in hang if cutoff is None or (s.last_ts or 0) >= cutoff]
+    death_recent = [(n, s) for n, s in deaths if cutoff is None or (s.last_ts or 0) >= cutoff]
+
+    spin = collective_spin(ctx) if ctx.trainer_stale else None
+    if ctx.trainer_stale and (hang_recent or death_recent or spin):
+        return _wedged(ctx, g, hang_recent, death_recent, spin)
+
+    tail = _failing_tail(ctx, hang_recent + death_recent)
+    if tail is not None:
+        return tail
+
+    if ctx.trainer_stale:
+        g.status, g.job_status, g.escalate, g.code = "UNKNOWN", "ALIVE", True, Code.TRAINER_STALE
+        g.facts.update(since_s=ctx.trainer_since_s, cadence_s=ctx.cadence_s, cadence_source=ctx.cadence_source)
+        g.watch.append(("hang_signature", {}))
+        g.evidence.append(Ev(tr.last_progress_ts, tr.last_progress_source or "trainer",
+                             f"trainer last progress: {tr.last_progress_text[:300]}"))
+        return g
+
+    g.status, g.job_status = "PASS", "ALIVE"
+    if tr.last_progress_ts is None:
+        newest_line = max((s.last_ts for s in state.streams.values() if s.last_ts is not None), default=None)
+        if newest_line is None or now - newest_line > t.logs_not_fresh_s:
+            g.status, g.escalate, g.code = "UNKNOWN", True, Code.LOGS_STALE
+            g.job_status = "ALIVE" if sc.state == "running" else "UNKNOWN"
+            return g
+        g.code = Code.NO_PROGRESS_FORMAT
+        g.status = "PASS" if ctx.engines_generating else "UNKNOWN"
+        if sc.state != "running" and not ctx.engines_generating:
+            g.job_status = "UNKNOWN"  # fresh bytes alone prove nothing: no scheduler view, no recognised progress
+        g.facts["freshness"] = freshness_facts(ctx)
+        recent = [n for n, _ in hang + deaths]
+        if recent:
+            g.facts["earlier"] = sorted({ctx.catalog.label(n) for n in recent})
+            g.watch.append(("recurrence", {"names": g.facts["earlier"]}))
+        g.watch.append(("first_step", {}))
+        return g
+    g.code = Code.ALIVE
+    g.facts["freshness"] = freshness_facts(ctx)
+    if hang or deaths:
+        names = sorted({ctx.catalog.label(n) for n, _ in hang + deaths})
+        g.facts["earlier"] = names
+        g.watch.append(("recurrence", {"names": names}))
+    g.evidence.append(Ev(tr.last_progress_ts, tr.last_progress_source or "trainer",
+                         f"trainer step progress {_age(ctx.trainer_since_s or 0)} ago: {tr.last_progress_text[:300]}"))
+    g.watch.append(("trainer_silence", {"threshold_s": ctx.stale_threshold_s}))
+    return g
+
+
+def _terminal(ctx: Context, g: GateResult, restarts: RestartResult) -> GateResult:
+    sc = ctx.state.sched
+    g.status, g.job_status, g.code = ("PASS" if sc.state == "succeeded" else "FAIL"), "TERMINAL", Code.TERMINAL
+    rc = root_cause(ctx)
+    klass = failure_class_of(rc.text)
+    deterministic = restarts.same_failure is True
+    g.transient = klass in TRANSIENT_CLASSES and not deterministic
+    g.facts.update(root=rc.text, nature="deterministic" if deterministic else (
+        "transient" if g.transient else "not_transient"))
+    g.evidence.extend(rc.evidence)
+    g.cause, g.cause_detail = "terminal", rc.text
+    g.culprit = rc.culprit
+    return g
+
+
+def _wedged(ctx: Context, g: GateResult, hang: list[tuple[str, SignalStat]],
+            deaths: list[tuple[str, SignalStat]], spin: dict | None) -> GateResult:
+    state, tr = ctx.state, ctx.state.trainer
+    g.status, g.job_status, g.code = "FAIL", "WEDGED", Code.WEDGED
+    labels_h = sorted({ctx.catalog.label(n) for n, _ in hang})
+    labels_d = sorted({ctx.catalog.label(n) for n, _ in deaths})
+    g.facts.update(last_progress=short(tr.last_progress_text), since_s=ctx.trainer_since_s, cadence_s=ctx.cadence_s,
+                   cadence_source=ctx.cadence_source, hang=labels_h, deaths=labels_d[:1],
+                   deception=ctx.engines_generating)
+    if hang:
+        g.add(Code.HANG_LINE, "hang_log", labels=labels_h, count=sum(s.count for _, s in hang))
+        for _, s in hang[:3]:
+            g.evidence.extend(s.evidence[:2])
+    if deaths:
+        g.add(Code.DEATH_LINE, "fatal_log", labels=labels_d, count=sum(s.count for _, s in deaths))
+        for _, s in deaths[:2]:
+            g.evidence.extend(s.evidence[:2])
+    g.add(Code.TRAINER_FROZEN, "progress_stall", since_s=ctx.trainer_since_s)
+    idle_hosts, idle_ev = policy_gpus_idle(ctx)
+    if idle_hosts:
+        g.add(Code.POLICY_GPUS_IDLE, "gpu_poll", hosts=idle_hosts)
+        g.evidence.extend(idle_ev)
+    if spin:
+        g.add(Code.GPU_SPIN, "gpu_poll", **spin)
+        g.facts["spin"] = spin
+        g.evidence.extend(spin_evidence(ctx, spin))
+    g.evidence.append(Ev(tr.last_progress_ts, tr.last_progress_source or "trainer",
+                         f"trainer last progress {_age(ctx.trainer_since_s or 0)} before now (stale, "
+                         f"cadence ~{_age(ctx.cadence_s or 0)}): {tr.last_progress_text[:300]}"))
+    if hang or deaths:
+        lead = (hang or deaths)[0]
+        g.culprit = culprit_for(ctx, lead[1], ctx.catalog.decl(lead[0]))
+        g.cause = _cause_of(ctx, hang, deaths, g.culprit)
+    else:
+        g.cause = "collective_spin"
+        g.culprit = Culprit(roles.TRAINER, ", ".join(spin["hosts"][:2]) if spin else "", None, "GPUs spinning at idle power")
+    return g
+
+
+def _failing_tail(ctx: Context, lines: list[tuple[str, SignalStat]]) -> GateResult | None:
+    """A fatal/hang line from a role, then silence from that role's stream past its cadence."""
+    state, now, t = ctx.state, ctx.now, ctx.t
+    sc = state.sched
+    silence_needed = (max(t.tail_cadence_factor * ctx.cadence_s, t.tail_default_silence_s) if ctx.cadence_s
+                      else t.tail_default_silence_s)
+    silent: list[tuple[str, SignalStat, float]] = []
+    for name, stat in lines:
+        if stat.last_ts is None:
+            continue
+        stream = state.streams.get(stat.stream)
+        stream_last = stream.last_ts if stream is not None and stream.last_ts is not None else stat.last_ts
+        role = stat.role or "other"
+        role_last = state.role_last_ts.get(role)
+        # The line's own stream and the role's progress both stopped right after it.
+        grace = 120.0
+        if stream_last > stat.last_ts + grace or (role_last is not None and role_last > stat.last_ts + grace):
+            continue
+        if role == roles.ENGINE and ctx.engines_generating:
+            continue  # other engines still generate: one engine's death is Gate B's business
+        quiet = now - max(stream_last, stat.last_ts)
+        if quiet >= silence_needed:
+            silent.append((name, stat, quiet))
+    if not silent:
+        return None
+    g = GateResult()
+    g.facts.update(_poll_facts(ctx))
+    name, stat, quiet = silent[0]
+    hang = [(n, s) for n, s, _ in silent if ctx.catalog.decl(n) and ctx.catalog.decl(n).effect == "hang"]  # type: ignore[union-attr]
+    deaths = [(n, s) for n, s, _ in silent if (n, s) not in hang]
+    labels = sorted({ctx.catalog.label(n) for n, _, _ in silent})
+    g.facts.update(labels=labels, quiet_s=quiet, needed_s=silence_needed, role=stat.role or "other",
+                   stream=stat.stream, cadence_s=ctx.cadence_s)
+    first = (hang or deaths)[0]
+    # One cause restated in several lines (watchdog stuck, then "terminating") is one family.
+    family = "hang_log" if hang else ctx.catalog.family(first[0])
+    g.add(Code.HANG_LINE if hang else Code.DEATH_LINE, family, labels=labels,
+          count=sum(s.count for _, s, _ in silent))
+    g.add(Code.ROLE_SILENT, "progress_stall", quiet_s=quiet, role=stat.role or "other")
+    for _, s, _ in silent[:3]:
+        g.evidence.extend(s.evidence[-2:])
+    idle_hosts, idle_ev = policy_gpus_idle(ctx)
+    if idle_hosts:
+        g.add(Code.POLICY_GPUS_IDLE, "gpu_poll", hosts=idle_hosts)
+        g.evidence.extend(idle_ev)
+    g.culprit = culprit_for(ctx, first[1], ctx.catalog.decl(first[0]))
+    g.cause = _cause_of(ctx, hang, deaths, g.culprit)
+    g.code = Code.WEDGED_TAIL
+    if sc.state == "running" or (sc.state is None and sc.pods):
+        g.status, g.job_status = "FAIL", "WEDGED"
+    else:
+        # No scheduler view: the process may simply be gone. Say what we saw and escalate.
+        g.status, g.job_status, g.escalate = "UNKNOWN", "UNKNOWN", True
+        g.watch.append(("state_poll", {}))
+    return g
+
+
+def _cause_of(ctx: Context, hang: list[tuple[str, SignalStat]], deaths: list[tuple[str, SignalStat]],
+              culprit: Culprit | None) -> str:
+    if culprit is not None and culprit.role == roles.ENGINE:
+        return "rollout_server_dead" if "sglang" in (culprit.component or "").lower() else "engine_dead"
+    if culprit is not None and culprit.role == roles.ROLLOUT:
+        return "rollout_server_dead"
+    for name, _ in hang + deaths:
+        decl = ctx.catalog.decl(name)
+        if decl and decl.cause:
+            return decl.cause
+    return "nccl_hang" if hang else "ray_death"
+
+
+def policy_gpus_idle(ctx: Context) -> tuple[list[str], list[Ev]]:
+    """Policy GPUs with memory resident but ~0% util in every recent poll."""
+    t = ctx.t
+    hosts, evidence = [], []
+    for host, gh in sorted(ctx.state.gpus.items()):
+        if gh.role != "policy" or len(gh.polls) < t.gpu_idle_polls:
+            continue
+        recent = gh.polls[-t.gpu_idle_polls:]
+        utils = [u for _, rs in recent for (_, u, mem, tot, _) in rs if u is not None]
+        mems = [(mem, tot) for _, rs in recent for (_, u, mem, tot, _) in rs if mem is not None and tot]
+        if utils and max(utils) <= t.gpu_idle_util_pct and mems and \
+                statistics.median(m / tt for m, tt in mems) > t.gpu_resident_mem_ratio:
+            hosts.append(host)
+            evidence.append(Ev(recent[-1][0], f"gpu/{host}", f"policy pod {host}: {len(recent[-1][1])} GPUs at "
+                                                              f"{max(utils):.0f}% util (max over last {len(recent)} polls) "
+                                                              f"with {statistics.median(m for m, _ in mems) / 1024:.0f} "
+                                                              f"GiB resident"))
+    return hosts, evidence
+
+
+def _crash_loop(ctx: Context) -> dict | None:
+    """Pods restarting again and again while training never gets past where it was."""
+    sc, t = ctx.state.sched, ctx.t
+    hist = [h for h in sc.restart_history if h[0] >= ctx.now - t.crash_loop_window_s]
+    recent_backoff = (sc.crashloop_ts is not None and sc.crashloop_ts >= ctx.now - t.crash_loop_window_s
+                      and sc.max_pod_restarts >= t.crash_loop_min_restarts)
+    looping = recent_backoff or (len(hist) >= 2 and hist[-1][1] - hist[0][1] >= 2)
+    if not looping or not sc.restart_history:
+        return None
+    before, now_step = sc.step_at_first_restart, ctx.state.trainer.last_step
+    if before is not None and now_step is not None and now_step > before:
+        return None  # restarts, but training moves on: not a loop
+    return {"restarts": sc.max_pod_restarts, "backoff": recent_backoff, "step": now_step,
+            "since_s": ctx.now - sc.restart_history[0][0]}
+
+
+def _poll_facts(ctx: Context) -> dict:
+    sc = ctx.state.sched
+    return {"poll_state": sc.state, "poll_age_s": None if sc.last_ts is None else ctx.now - sc.last_ts,
+            "pods": sc.pods, "failure_count": sc.failure_count}
+
+
+def freshness_facts(ctx: Context) -> dict:
+    state, now = ctx.state, ctx.now
+    tr = state.trainer
+    out: dict = {"roles": {}}
+    if tr.last_progress_ts is not None:
+        out.update(trainer_s=now - tr.last_progress_ts, step=tr.last_step, cadence_s=ctx.cadence_s)
+    for role in (roles.ENGINE, roles.ROLLOUT, roles.RAY):
+        ts = state.role_last_ts.get(role)
+        if ts is not None:
+            out["roles"][role] = now - ts
+    return out
+
+
+def short(text: str, n: int = 140) -> str:
+    # Drop the timestamp/prefix noise for the summary; the full line is in the evidence.
+    for marker in (" - ", "] "):
+        if marker in text:
+            text = text.rsplit(marker, 1)[-1]
+            break
+    return text[:n]
+
+
+def _age(seconds: float) -> str:
+    from rlhealth.agents.render import age
+
+    return age(seconds)
+
+
+__all__ = ["gate_a", "policy_gpus_idle", "freshness_facts", "short", "JobHealth"]

@@ -1,0 +1,407 @@
+"""Gate B, resources: are the GPUs working, and is the hardware sound?
+
+Order matters: a GPU hardware fault explains everything after it, a training-stage OOM explains
+a stall, and only then are engines judged by their own stats (starvation, floors, hung, dead,
+resident but idle) and GPUs by utilisation read together with power draw.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+
+from rlhealth.agents import roles
+from rlhealth.agents.context import Context
+from rlhealth.agents.failures import failure_class_of
+from rlhealth.agents.reasons import Code, Culprit, GateResult
+from rlhealth.agents.rootcause import causal_traceback, culprit_for, hardware_node
+from rlhealth.agents.state import Ev, JobHealth
+
+_GPU_LOST_RE = re.compile(r"fallen off the bus|GPU is lost|requires reset|Unable to determine the device handle|"
+                          r"No devices were found|Unknown Error", re.I)
+
+
+def gate_b(ctx: Context, a: GateResult) -> GateResult:
+    state, now, t = ctx.state, ctx.now, ctx.t
+    g = GateResult()
+    attempt = ctx.current_attempt
+    eager = state.enforce_eager
+    if eager is None and state.cuda_graphs_seen:
+        eager = False  # engines logged CUDA-graph capture: graphs are on
+    g.facts["eager"] = eager
+
+    if _hardware(ctx, g):
+        return g
+
+    ooms = ctx.signals("oom", attempt)
+    oom_pods = state.sched.pod_reasons.get("OOMKilled", 0)
+    if ooms or oom_pods:
+        g.status, g.code = "FAIL", Code.OOM
+        labels = sorted({ctx.catalog.label(n) for n, _ in ooms})
+        if ooms:
+            g.add(Code.OOM_LINE, "oom_log", labels=labels)
+        if oom_pods:
+            g.add(Code.OOM_POD, "scheduler_state", pods=oom_pods)
+            labels.append("pod OOMKilled")
+        for _, stat in ooms[:2]:
+            g.evidence.extend(stat.evidence[:2])
+        if oom_pods:
+            g.evidence.append(state.sched.pod_reason_examples["OOMKilled"])
+        tried = next((e.text[e.text.index("Tried to allocate"):][:60] for _, s in ooms for e in s.evidence
+                      if "Tried to allocate" in e.text), "")
+        g.facts.update(labels=labels, tried=tried, count=sum(s.count for _, s in ooms), attempt=attempt)
+        g.cause = "cuda_oom" if any(ctx.catalog.decl(n) and ctx.catalog.decl(n).cause == "cuda_oom"  # type: ignore[union-attr]
+                                    for n, _ in ooms) else "host_oom"
+        if ooms:
+            g.culprit = culprit_for(ctx, ooms[0][1], ctx.catalog.decl(ooms[0][0]))
+        return g
+
+    if ctx.terminal:
+        g.status, g.code = "UNKNOWN", Code.B_TERMINAL
+        g.facts["engine_s"] = None if ctx.latest_engine_ts is None else now - ctx.latest_engine_ts
+        return g
+
+    # Non-finite loss is one family (training dynamics) however many lines repeat it: it escalates,
+    # and only kills together with independent evidence.
+    if state.metrics.nonfinite >= t.nonfinite_min_lines:
+        g.status, g.code = "FAIL", Code.NONFINITE
+        g.add(Code.NONFINITE, "training_dynamics", count=state.metrics.nonfinite)
+        g.facts["count"] = state.metrics.nonfinite
+        if state.metrics.nonfinite_ev:
+            g.evidence.append(state.metrics.nonfinite_ev)
+        g.cause = "nonfinite"
+        return g
+
+    spin = collective_spin(ctx)
+    if spin is not None:
+        g.status, g.code = "FAIL", Code.COLLECTIVE_SPIN
+        g.facts.update(spin)
+        g.add(Code.SPIN_POLLS, "gpu_poll", **spin)
+        if spin["no_step"]:
+            g.add(Code.TRAINER_FROZEN_B, "progress_stall", span_s=spin["span_s"])
+        g.evidence.extend(spin_evidence(ctx, spin))
+        g.cause = "collective_spin"
+        g.culprit = Culprit(roles.TRAINER, ", ".join(spin["hosts"][:2]), spin["hosts"][0], "GPUs spinning at idle power")
+        return g
+
+    dead = _engine_dead(ctx)
+    if dead is not None:
+        return dead
+
+    if ctx.engines_recent:
+        return _engines(ctx, g, eager)
+    return _gpu_view(ctx, g)
+
+
+def _hardware(ctx: Context, g: GateResult) -> bool:
+    """Xids blamed on hardware (table as data), GPUs lost from the bus or from nvidia-smi."""
+    state = ctx.state
+    lines = [(n, s) for n, s in ctx.signals("hardware") if n != "xid"]
+    node = hardware_node(ctx)
+    lost_polls = [(host, err) for host, gh in sorted(state.gpus.items()) for err in gh.errors if _GPU_LOST_RE.search(err)]
+    app_xids = sorted({code for _, _, code, _ in state.xids
+                       if (e := ctx.catalog.xid.get(code)) is not None and e.blame != "hardware"})
+    g.facts["app_xids"] = app_xids
+    if not lines and node is None and not lost_polls:
+        return False
+    g.status, g.code, g.cause = "FAIL", Code.GPU_HARDWARE, "gpu_hardware"
+    labels = sorted({ctx.catalog.label(n) for n, _ in lines})
+    if node is not None:
+        entry = ctx.catalog.xid[node[1]]
+        labels.insert(0, f"Xid {node[1]} ({entry.meaning})")
+        g.evidence.extend(ev for ts, host, code, text in state.xids[-3:] if code == node[1]
+                          for ev in [Ev(ts, host, text, "hw.xid")])
+    if lines or node is not None:
+        g.add(Code.HW_LINE, "hardware_log", labels=labels)
+    for _, s in lines[:2]:
+        g.evidence.extend(s.evidence[-2:])
+    if lost_polls:
+        g.add(Code.GPU_LOST_POLL, "gpu_poll", hosts=sorted({h for h, _ in lost_polls}))
+        g.evidence.append(Ev(state.gpus[lost_polls[0][0]].polls[-1][0] if state.gpus[lost_polls[0][0]].polls else None,
+                             f"gpu/{lost_polls[0][0]}", lost_polls[0][1][:300]))
+    host = node[0] if node else (lost_polls[0][0] if lost_polls else None)
+    if host is None and lines:
+        st = state.streams.get(lines[0][1].stream)
+        host = (st.host if st else None) or lines[0][1].stream
+    g.facts.update(labels=labels, node=host)
+    g.culprit = Culprit("node", host or "", host, "GPU hardware fault")
+    return True
+
+
+def collective_spin(ctx: Context) -> dict | None:
+    """Policy GPUs pinned near 100 % util at near-idle power across polls while no step completes."""
+    state, t = ctx.state, ctx.t
+    tr = state.trainer
+    hosts, first, last, powers, utils = [], None, None, [], []
+    for host, gh in sorted(state.gpus.items()):
+        if gh.role not in ("policy", "unknown") or len(gh.polls) < t.gpu_idle_polls:
+            continue
+        if gh.role == "unknown" and ctx.engines_recent:
+            continue  # without a role, only judge jobs whose GPUs cannot be engines
+        polls = gh.polls[-t.gpu_idle_polls:]
+        u = [r[1] for _, rs in polls for r in rs if r[1] is not None]
+        p = [r[4] for _, rs in polls for r in rs if r[4] is not None]
+        if not u or not p or min(u) < t.spin_util_pct or statistics.median(p) >= t.spin_power_w:
+            continue
+        hosts.append(host)
+        first = polls[0][0] if first is None else min(first, polls[0][0])
+        last = polls[-1][0] if last is None else max(last, polls[-1][0])
+        powers.extend(p)
+        utils.extend(u)
+    if not hosts or first is None or last is None or last - first < t.spin_min_s:
+        return None
+    no_step = tr.last_progress_ts is None or tr.last_progress_ts < first
+    if not no_step:
+        return None
+    return {"hosts": hosts, "util": statistics.median(utils), "power_w": statistics.median(powers),
+            "span_s": last - first, "no_step": no_step}
+
+
+def spin_evidence(ctx: Context, spin: dict) -> list[Ev]:
+    out = []
+    for host in spin["hosts"][:2]:
+        ts, rs = ctx.state.gpus[host].polls[-1]
+        cells = ", ".join(f"GPU{i} {u:.0f}% {w:.0f} W" for i, u, _, _, w in rs[:4] if u is not None and w is not None)
+        out.append(Ev(ts, f"gpu/{host}", f"{host}: {cells} (utilisation pinned at near-idle power draw)"))
+    return out
+
+
+def _engine_dead(ctx: Context) -> GateResult | None:
+    """An engine logged its death and printed no stats since, while other engines still generate."""
+    state, t = ctx.state, ctx.t
+    deaths = [(n, s) for n, s in ctx.signals("death", ctx.current_attempt)
+              if (s.role == roles.ENGINE or (not s.role and (d := ctx.catalog.decl(n)) is not None and d.role == roles.ENGINE))]
+    if not deaths or not ctx.engines_generating:
+        return None
+    name, stat = deaths[0]
+    if stat.last_ts is None or ctx.now - stat.last_ts < t.engine_hung_silent_s:
+        return None
+    stopped = [eid for eid, eng in state.engines.items()
+               if eng.last_ts is not None and eng.last_ts <= stat.last_ts + 60 and eid not in ctx.engines_recent]
+    if not stopped:
+        return None
+    g = GateResult(status="FAIL", code=Code.ENGINE_DEAD, cause="engine_dead")
+    tb = causal_traceback(state.tracebacks, ctx.current_attempt)
+    cause_text = f"{tb.exc_type}: {tb.message}" if tb is not None and tb.role == roles.ENGINE else ""
+    g.facts.update(engines=stopped[:3], working=len(ctx.engines_recent), label=ctx.catalog.label(name), cause=cause_text)
+    g.add(Code.ENGINE_DEATH_LINE, "fatal_log", label=ctx.catalog.label(name))
+    g.add(Code.ENGINE_NO_STATS, "progress_stall", engines=stopped[:3])
+    g.evidence.extend(stat.evidence[-2:])
+    if tb is not None and tb.role == roles.ENGINE:
+        g.evidence.insert(0, Ev(tb.ts, tb.stream, tb.text, "traceback"))
+        g.cause_detail = cause_text
+    g.culprit = culprit_for(ctx, stat, ctx.catalog.decl(name))
+    return g
+
+
+def _engines(ctx: Context, g: GateResult, eager: bool | None) -> GateResult:
+    state, now, t, floor = ctx.state, ctx.now, ctx.t, ctx.floor
+    per = []
+    for eid, window in ctx.engines_recent.items():
+        gen = statistics.median(s[1] for s in window)
+        run = statistics.median(s[3] for s in window)
+        wait = statistics.median(s[4] for s in window)
+        span = window[-1][0] - window[0][0]
+        starving = sum(1 for s in window if s[4] > max(2.0 * s[3], 4.0)) / len(window)
+        per.append((eid, gen, run, wait, span, starving, window))
+    geo = ctx.spec.get("geometry") or {}
+    shape = {"engines": len(per), "expected": geo.get("num_inference_engines"), "gen": sum(p[1] for p in per),
+             "running": sum(p[2] for p in per), "waiting": sum(p[3] for p in per),
+             "window_s": max(p[4] for p in per) + 60, "eager": eager,
+             "floor": None if floor is None else (floor.awful_tps, floor.label),
+             "gpu": (ctx.spec.get("hardware") or {}).get("gpu") or "unknown GPU"}
+    g.facts["shape"] = shape
+    starving = [p for p in per if p[5] >= t.starving_share_ratio and p[4] >= t.starving_span_s and p[3] > max(2 * p[2], 4)]
+    floored = [p for p in per if floor and p[2] >= 1 and p[4] >= t.floored_span_s and p[1] < floor.floor_for(p[2], p[3])]
+    if starving and (not floor or any(p in floored for p in starving) or _flat(starving, t.flat_rise_ratio)):
+        g.status, g.code, g.cause = "FAIL", Code.STARVATION, "starvation"
+        worst = max(starving, key=lambda p: p[3])
+        kv = max((s[5] for p in starving for s in p[6]), default=0.0)
+        g.add(Code.WAITING_FAR_ABOVE_RUNNING, "engine_queue", waiting=worst[3], running=worst[2])
+        g.add(Code.THROUGHPUT_LOW, "engine_throughput", gen=worst[1])
+        if kv >= 95:
+            g.add(Code.KV_SATURATED, "engine_queue", kv=kv)
+        g.facts.update(n=len(starving), total=len(per), waiting=worst[3], running=worst[2], span_s=worst[4],
+                       gen=worst[1], floor_tps=floor.floor_for(worst[2], worst[3]) if floor else None, kv=kv,
+                       preemptions=bool(state.signals.get("vllm_preemption")))
+        engine_evidence(state, g, [p[0] for p in starving])
+        return g
+    if floored and len(floored) >= max(1, len(per) // 2):
+        g.status, g.code = "FAIL", Code.FLOORED
+        g.cause = "enforce_eager" if eager else "floored"
+        worst = min(floored, key=lambda p: p[1])
+        g.add(Code.THROUGHPUT_LOW, "engine_throughput", gen=worst[1], engines=len(floored))
+        g.add(Code.WAITING_FAR_ABOVE_RUNNING if worst[3] > worst[2] else Code.RUNNING_SUSTAINED, "engine_queue",
+              running=worst[2])
+        if eager:
+            g.add(Code.EAGER_ON, "config_log")
+        g.facts.update(gen=worst[1], running=worst[2], n=len(floored), total=len(per), span_s=worst[4])
+        engine_evidence(state, g, [p[0] for p in floored])
+        return g
+    hung = [eid for eid, eng in state.engines.items()
+            if eid in ctx.engines_recent and eng.last_running > 0 and eng.last_gen == 0 and eng.last_ts is not None
+            and now - eng.last_ts > t.engine_hung_silent_s and ctx.latest_engine_ts
+            and ctx.latest_engine_ts - eng.last_ts > t.engine_hung_behind_s]
+    if hung and ctx.state.sched.state != "pending":
+        g.status, g.code, g.cause = "FAIL", Code.ENGINE_HUNG, "engine_hung"
+        g.add(Code.ENGINE_ZERO_THEN_SILENT, "engine_throughput", engines=hung[:3])
+        g.add(Code.ENGINE_NO_STATS, "progress_stall", engines=hung[:3])
+        g.facts["n"] = len(hung)
+        engine_evidence(state, g, hung)
+        return g
+    idle = resident_idle_engines(ctx)
+    if idle:
+        g.status, g.code, g.cause = "FAIL", Code.RESIDENT_IDLE, "engine_resident_idle"
+        g.facts.update(hosts=[h for h, _ in idle], working=len(per))
+        g.add(Code.RESIDENT_IDLE, "gpu_poll", hosts=[h for h, _ in idle])
+        g.add(Code.ENGINE_NO_STATS, "progress_stall", engines=[h for h, _ in idle])
+        g.evidence.extend(ev for _, ev in idle)
+        g.culprit = Culprit(roles.ENGINE, idle[0][0], idle[0][0], "engine GPUs resident at 0 % with no stats")
+        return g
+    silent_for = now - ctx.latest_engine_ts if ctx.latest_engine_ts is not None else 0.0
+    if silent_for > t.engine_quiet_s or all(p[2] == 0 and p[3] == 0 and p[1] == 0 for p in per):
+        # vLLM demotes idle intervals to DEBUG, so an idle engine goes quiet: no requests reach it.
+        g.status = "UNKNOWN"
+        g.code = Code.ENGINES_QUIET if silent_for > t.engine_quiet_s else Code.ENGINES_IDLE
+        g.facts["silent_s"] = silent_for
+        g.watch.append(("engine_requests", {}))
+        engine_evidence(state, g, [p[0] for p in per][:2])
+        return g
+    slow = fail_slow(ctx)
+    if slow:
+        engine_evidence(state, g, [p[0] for p in per][:2])
+        return fail_slow_gate(g, slow)
+    g.status, g.code = "PASS", Code.GENERATING
+    engine_evidence(state, g, [p[0] for p in per][:2])
+    if floor:
+        g.watch.append(("throughput_floor", {"floor": floor.awful_tps}))
+    return g
+
+
+def resident_idle_engines(ctx: Context) -> list[tuple[str, Ev]]:
+    """Engine GPU hosts holding memory at ~0 % util across polls with no stats line ever, while others generate."""
+    state, t = ctx.state, ctx.t
+    if not ctx.engines_generating or state.trainer.in_weight_sync_since is not None:
+        return []
+    hosts_with_stats = {eng.host for eng in state.engines.values() if eng.host}
+    out = []
+    for host, gh in sorted(state.gpus.items()):
+        if gh.role not in ("engine", "mixed") or len(gh.polls) < t.gpu_idle_polls + 1:
+            continue
+        if any(host == h or host in h or h in host for h in hosts_with_stats):
+            continue
+        polls = gh.polls[-(t.gpu_idle_polls + 1):]
+        utils = [r[1] for _, rs in polls for r in rs if r[1] is not None]
+        mems = [(r[2], r[3]) for _, rs in polls for r in rs if r[2] is not None and r[3]]
+        if not utils or max(utils) > t.gpu_engine_idle_util_pct or not mems:
+            continue
+        if statistics.median(m / tot for m, tot in mems) <= t.gpu_resident_mem_ratio:
+            continue
+        ts = polls[-1][0]
+        out.append((host, Ev(ts, f"gpu/{host}", f"engine pod {host}: GPUs at {max(utils):.0f}% util across "
+                                                f"{len(polls)} polls with {statistics.median(m for m, _ in mems) / 1024:.0f} "
+                                                f"GiB resident, and no engine stats line from it since start-up")))
+    return out
+
+
+def _gpu_view(ctx: Context, g: GateResult) -> GateResult:
+    """No engine stats: judge from GPU polls, utilisation read together with power."""
+    state, now, t = ctx.state, ctx.now, ctx.t
+    idle_engine_hosts, busy = [], []
+    for host, gh in sorted(state.gpus.items()):
+        if not gh.polls or now - gh.polls[-1][0] > t.gpu_poll_fresh_s:
+            continue
+        utils = [u for _, rs in gh.polls[-3:] for (_, u, _, _, _) in rs if u is not None]
+        if not utils:
+            continue
+        if gh.role in ("engine", "mixed") and len(gh.polls) >= t.gpu_idle_polls and max(utils) <= t.gpu_engine_idle_util_pct:
+            idle_engine_hosts.append(host)
+        elif max(utils) > t.gpu_idle_util_pct:
+            busy.append(host)
+    if idle_engine_hosts and state.trainer.in_weight_sync_since is None:
+        g.status, g.escalate, g.code = "UNKNOWN", True, Code.ENGINE_GPUS_IDLE
+        g.facts["hosts"] = idle_engine_hosts
+        g.watch.append(("engine_stats", {}))
+        return g
+    slow = fail_slow(ctx)
+    if slow:
+        return fail_slow_gate(g, slow)
+    if busy:
+        g.status, g.code = "PASS", Code.GPUS_BUSY
+        g.facts["hosts"] = busy
+        return g
+    g.status, g.code = "UNKNOWN", Code.B_NO_VIEW
+    return g
+
+
+def fail_slow(ctx: Context) -> list[tuple[str, dict]]:
+    """Sustained degradation against the job's own recent median, plus training-dynamics alarms.
+
+    Only sustained patterns count: three steps or three 5-minute buckets in a row, or the last two readings.
+    """
+    state, t = ctx.state, ctx.t
+    out: list[tuple[str, dict]] = []
+    d = state.trainer.step_durations
+    if len(d) >= 6:
+        base = statistics.median(d[-11:-3])
+        if base > 0 and all(x >= base / t.slow_ratio for x in d[-3:]):
+            out.append(("step_rate_down", {"recent": list(d[-3:]), "base": base}))
+    hist = [h for h in state.gen_history if h[2] > 0]
+    if len(hist) >= 8:
+        base = statistics.median(h[1] for h in hist[-11:-3])
+        if base > 0 and all(h[1] < t.slow_ratio * base for h in hist[-3:]):
+            out.append(("generation_down", {"recent": [h[1] for h in hist[-3:]], "base": base}))
+    gn = state.metrics.grad_norm
+    if len(gn) >= 6:
+        base = statistics.median(v for _, v in gn[:-2])
+        if base > 0 and all(v > t.grad_explosion_ratio * base and v > 1.0 for _, v in gn[-2:]):
+            out.append(("grad_explosion", {"recent": [gn[-2][1], gn[-1][1]], "base": base}))
+    e = state.metrics.entropy
+    if len(e) >= 6:
+        base = statistics.median(v for _, v in e[: len(e) // 2])
+        if base > 0 and all(v < t.entropy_collapse_ratio * base for _, v in e[-3:]):
+            out.append(("entropy_collapse", {"recent": [e[-1][1]], "base": base}))
+    return out
+
+
+_SLOW_FAMILY = {"step_rate_down": "progress_log", "generation_down": "engine_throughput",
+                "grad_explosion": "training_dynamics", "entropy_collapse": "training_dynamics"}
+
+
+def fail_slow_gate(g: GateResult, slow: list[tuple[str, dict]]) -> GateResult:
+    g.status, g.code, g.cause = "FAIL", Code.FAIL_SLOW, "fail_slow"
+    for kind, facts in slow:
+        g.add(Code.SLOW_SIGNAL, _SLOW_FAMILY[kind], kind=kind, **facts)
+    g.facts["slow"] = slow
+    return g
+
+
+def _flat(per: list, rise_ratio: float) -> bool:
+    """Throughput not rising over the window on every starving engine."""
+    for p in per:
+        window = p[6]
+        half = len(window) // 2
+        if half < 2:
+            return False
+        early = statistics.median(s[1] for s in window[:half])
+        late = statistics.median(s[1] for s in window[half:])
+        if late > early * rise_ratio:
+            return False
+    return True
+
+
+def engine_evidence(state: JobHealth, g: GateResult, engine_ids: list[str]) -> None:
+    stat = state.signals.get("vllm_stats")
+    if not stat:
+        return
+    g.evidence.extend(stat.evidence[-2:])
+    for eid in engine_ids[:3]:
+        eng = state.engines.get(eid)
+        if eng and eng.samples:
+            s = eng.samples[-1]
+            g.evidence.append(Ev(s[0], eid, f"generation {s[1]:,.1f} tokens/s, prompt {s[2]:,.1f} tokens/s, "
+                                            f"Running {s[3]:.0f} reqs, Waiting {s[4]:.0f} reqs, KV cache {s[5]:.1f}% "
+                                            f"(1-min mean of {s[6]} stats lines)"))
+
+
+__all__ = ["gate_b", "collective_spin", "fail_slow", "failure_class_of"]

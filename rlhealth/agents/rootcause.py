@@ -1,0 +1,113 @@
+"""The root cause and the culprit: the earliest causal exception, and the component that raised it.
+
+The last exception printed is usually a symptom: vLLM's EngineDeadError says "see stack trace
+above for the root cause", torch's DistBackendError follows the collective that timed out, a
+Ray wrapper follows the actor's own error. So the cause is the earliest exception of the failing
+attempt, near the fatal one, that is not itself such a consequence. When ranks disagree, the
+culprit is the rank that fell behind (lowest last-completed collective) or the node whose
+kernel logged a hardware Xid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rlhealth.agents import roles
+from rlhealth.agents.context import Context
+from rlhealth.agents.reasons import Culprit
+from rlhealth.agents.signals import SignalDecl
+from rlhealth.agents.state import Ev, SignalStat, TracebackRec
+
+# An exception this long before the fatal one still belongs to the same failure.
+CAUSE_WINDOW_S = 600.0
+
+
+@dataclass
+class RootCause:
+    text: str = ""
+    evidence: list[Ev] = field(default_factory=list)
+    culprit: Culprit | None = None
+    tb: TracebackRec | None = None
+
+
+def causal_traceback(tracebacks: list[TracebackRec], attempt: int | None = None) -> TracebackRec | None:
+    """The earliest non-consequence exception near the fatal one (or the last one) of `attempt`."""
+    pool = [tb for tb in tracebacks if attempt is None or tb.attempt is None or tb.attempt == attempt]
+    if not pool:
+        return None
+    anchor = next((tb for tb in reversed(pool) if tb.fatal), pool[-1])
+    if not anchor.consequence:
+        return anchor
+    lo = (anchor.ts or 0.0) - CAUSE_WINDOW_S
+    earlier = [tb for tb in pool if not tb.consequence and (tb.ts is None or anchor.ts is None or lo <= tb.ts <= anchor.ts)]
+    return earlier[0] if earlier else anchor
+
+
+def root_cause(ctx: Context) -> RootCause:
+    state = ctx.state
+    rc = RootCause()
+    attempt = state.sched.attempt
+    tb = causal_traceback(state.tracebacks, attempt) or causal_traceback(state.tracebacks)
+    if tb is not None:
+        rc.tb = tb
+        rc.text = f"{tb.exc_type}: {tb.message}"
+        rc.evidence.append(Ev(tb.ts, tb.stream, tb.text, "traceback"))
+        rc.culprit = Culprit(tb.role, _component(tb.stream, tb.text), _node(ctx, tb.stream), "causal exception")
+    errors = [a for a in state.sched.attempts if a[4]]
+    if errors:
+        last = errors[-1]
+        if not rc.text:
+            rc.text = last[4] or ""
+        rc.evidence.append(Ev(last[3], "state poll", f"attempt {last[0]} {last[1]} (exit {last[2]}): {last[4]}"))
+    if not rc.text:
+        for effect in ("oom", "hardware", "death", "infra"):
+            for name, stat in ctx.signals(effect):
+                if stat.evidence:
+                    rc.text = stat.evidence[-1].text
+                    rc.evidence.append(stat.evidence[-1])
+                    rc.culprit = culprit_for(ctx, stat, ctx.catalog.decl(name))
+                    return rc
+    return rc
+
+
+def culprit_for(ctx: Context, stat: SignalStat, decl: SignalDecl | None) -> Culprit:
+    """Who logged it, refined by the straggler rank and a hardware Xid node when the evidence has them."""
+    role = stat.role if stat.role and stat.role != roles.OTHER else (decl.role if decl else roles.OTHER)
+    text = stat.evidence[-1].text if stat.evidence else ""
+    culprit = Culprit(role, _component(stat.stream, text), _node(ctx, stat.stream), "logged the signature")
+    ranks = ctx.state.rank_last_completed
+    if len(ranks) >= 2 and len({v for v, _ in ranks.values()}) > 1:
+        rank, (seq, _) = min(ranks.items(), key=lambda kv: (kv[1][0], kv[0]))
+        culprit.component = f"rank {rank}"
+        culprit.why = f"lowest last-completed NCCL collective ({seq}) while other ranks got further"
+    node = hardware_node(ctx)
+    if node is not None:
+        culprit.node = node[0]
+        culprit.why = (culprit.why + "; " if culprit.why else "") + f"kernel logged Xid {node[1]} there"
+    return culprit
+
+
+def hardware_node(ctx: Context) -> tuple[str, int] | None:
+    """The host whose kernel logged the newest hardware-blamed Xid."""
+    for ts, host, code, _ in reversed(ctx.state.xids):
+        entry = ctx.catalog.xid.get(code)
+        if entry is not None and entry.blame == "hardware":
+            return host, code
+    return None
+
+
+def _node(ctx: Context, stream: str) -> str | None:
+    st = ctx.state.streams.get(stream)
+    return st.host if st is not None and st.host else None
+
+
+def _component(stream: str, text: str) -> str:
+    """The process prefix of the line ("(EngineCore_DP1 pid=2318)", "[Rank 3]") or the stream."""
+    from rlhealth.agents.normalize import peel_prefixes
+
+    for line in reversed(text.splitlines()):
+        prefixes, _ = peel_prefixes(line)
+        named = [p.name for p in prefixes if not p.name.startswith("pod/")]
+        if named:
+            return named[-1]
+    return stream
