@@ -41,7 +41,7 @@ from aiokafka.structs import TopicPartition as AioTP  # noqa: E402
 
 from rlhealth.schemas import LogBatch, Source, decode_verdict, encode, job_key  # noqa: E402
 from rlhealth.sinks.kafka import ensure_topics  # noqa: E402
-from rlhealth.streams.topics import TopicCatalog  # noqa: E402
+from rlhealth.schemas.topics import TopicCatalog  # noqa: E402
 
 LINES_PER_BATCH = 500
 FAULT = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.20 GiB is free."

@@ -76,7 +76,7 @@ def kafka_catalog(kafka_bootstrap: str, topic_prefix: str):
     deleted afterwards (best effort) so a long-lived broker does not fill up.
     """
     from rlhealth.sinks.kafka import ensure_topics
-    from rlhealth.streams.topics import TopicCatalog
+    from rlhealth.schemas.topics import TopicCatalog
 
     catalog = TopicCatalog.from_env(prefix=topic_prefix)
     ensure_topics(kafka_bootstrap, catalog)

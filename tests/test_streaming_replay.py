@@ -101,7 +101,7 @@ def test_replay_through_kafka_gives_the_same_verdict_as_the_probe(kafka_bootstra
     from rlhealth.runtime import build_core
     from rlhealth.sinks.kafka import ensure_topics
     from rlhealth.sources.capture import open_capture
-    from rlhealth.streams.topics import TopicCatalog
+    from rlhealth.schemas.topics import TopicCatalog
     from rlhealth.streams.verdict_reader import latest_verdicts
     sys.path.insert(0, str(Path(__file__).resolve().parent))  # the worker harness of test_streaming_worker
     from test_streaming_worker import PARTITIONS, Worker

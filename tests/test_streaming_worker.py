@@ -26,7 +26,7 @@ from kafka import KafkaConsumer, TopicPartition
 
 from rlhealth.schemas import DeadLetter, LogBatch, Source, Verdict, encode
 from rlhealth.sinks.kafka import EventProducer, ensure_topics
-from rlhealth.streams.topics import TopicCatalog
+from rlhealth.schemas.topics import TopicCatalog
 from rlhealth.streams.verdict_reader import latest_verdicts, read_verdicts
 
 pytestmark = pytest.mark.kafka

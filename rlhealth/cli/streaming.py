@@ -14,7 +14,7 @@ from rlhealth.cli.options import bootstrap_option
 
 
 def _catalog(prefix: str | None, partitions: int | None = None):
-    from rlhealth.streams.topics import TopicCatalog
+    from rlhealth.schemas.topics import TopicCatalog
 
     return TopicCatalog.from_env(prefix=prefix, partitions=partitions)
 

@@ -51,7 +51,7 @@ from rlhealth.schemas import DeadLetter, EventDecodeError, decode_event, encode,
 from rlhealth.sinks.prometheus import Exporter
 from rlhealth.streams.app import DEFAULT_APP_ID, group_id, make_app
 from rlhealth.streams.tables import Tables, VerdictBook, make_tables
-from rlhealth.streams.topics import TopicCatalog
+from rlhealth.schemas.topics import TopicCatalog
 
 log = logging.getLogger("rlhealth.worker")
 

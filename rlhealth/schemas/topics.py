@@ -1,6 +1,8 @@
 """The topic catalogue: which Kafka topic carries which event kind, and how each topic is configured.
 
-Pure data and no Kafka client (creating the topics is `rlhealth.sinks.kafka.ensure_topics`).
+Pure data and no Kafka client (creating the topics is `rlhealth.sinks.kafka.ensure_topics`). It sits
+with the wire contract so that the Kafka adapters in `rlhealth.sources` and `rlhealth.sinks` share it
+without importing the streaming layer above them.
 
 Rules the rest of the system relies on:
 
