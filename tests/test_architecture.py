@@ -41,9 +41,9 @@ def test_core_reads_no_clock_and_does_no_io() -> None:
         for node in ast.walk(tree):
             if isinstance(node, ast.Call):
                 fn = node.func
-                if isinstance(fn, ast.Attribute) and isinstance(fn.value, ast.Name):
-                    if (fn.value.id, fn.attr) in forbidden_calls:
-                        offenders.append(f"{path.name}:{node.lineno} {fn.value.id}.{fn.attr}()")
+                if (isinstance(fn, ast.Attribute) and isinstance(fn.value, ast.Name)
+                        and (fn.value.id, fn.attr) in forbidden_calls):
+                    offenders.append(f"{path.name}:{node.lineno} {fn.value.id}.{fn.attr}()")
                 if isinstance(fn, ast.Name) and fn.id == "open":
                     offenders.append(f"{path.name}:{node.lineno} open()")
     assert offenders == []

@@ -157,7 +157,6 @@ def test_ensure_topics_is_idempotent_and_refuses_other_partition_counts(kafka_bo
 @pytest.mark.kafka
 def test_topics_cli_create_and_list(kafka_bootstrap, topic_prefix):
     from rlhealth.cli import main
-
     from rlhealth.sinks.kafka import admin_client
 
     runner = CliRunner()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rlhealth.schemas.events import MAX_LINE_CHARS
@@ -15,7 +15,6 @@ from rlhealth.sources.logfiles import (
     source_for,
 )
 
-UTC = timezone.utc
 REF = datetime(2026, 10, 14, 18, tzinfo=UTC)
 FB = datetime(2026, 10, 14, 1, tzinfo=UTC)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -13,8 +13,8 @@ SCHEMA_VERSION = 1
 def _as_utc(value: datetime) -> datetime:
     # Naive datetimes are taken as UTC: every producer of ours converts before sending.
     if value.tzinfo is None:
-        return value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc)
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
 
 
 UtcDatetime = Annotated[datetime, AfterValidator(_as_utc)]

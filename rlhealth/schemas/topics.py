@@ -144,7 +144,7 @@ class TopicCatalog:
             raise ValueError(f"partitions must be >= 1, got {self.partitions}")
 
     @classmethod
-    def from_env(cls, prefix: str | None = None, partitions: int | None = None) -> "TopicCatalog":
+    def from_env(cls, prefix: str | None = None, partitions: int | None = None) -> TopicCatalog:
         return cls(
             prefix=env_prefix() if prefix is None else prefix,
             partitions=env_partitions() if partitions is None else partitions,

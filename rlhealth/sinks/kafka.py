@@ -164,7 +164,7 @@ class EventProducer:
     def close(self, timeout: float | None = None) -> None:
         self._producer.close(timeout=timeout)
 
-    def __enter__(self) -> "EventProducer":
+    def __enter__(self) -> EventProducer:
         return self
 
     def __exit__(self, *exc: object) -> None:

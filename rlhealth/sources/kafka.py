@@ -164,7 +164,7 @@ class EventConsumer:
     def close(self) -> None:
         self._consumer.close()
 
-    def __enter__(self) -> "EventConsumer":
+    def __enter__(self) -> EventConsumer:
         return self
 
     def __exit__(self, *exc: object) -> None:

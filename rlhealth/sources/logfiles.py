@@ -33,10 +33,10 @@ from __future__ import annotations
 import glob as _glob
 import os
 import re
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
 
 from rlhealth.agents import ingest
 from rlhealth.agents.bytescan import count_newlines, line_starts, strip_ansi_bytes, utf8_valid
@@ -46,7 +46,6 @@ from rlhealth.schemas.common import Source
 from rlhealth.schemas.events import MAX_LINE_CHARS, MAX_LINES_PER_BATCH, LogBatch
 from rlhealth.sources.redact import Redactor, default_redactor
 
-UTC = timezone.utc
 CHUNK_BYTES = 1 << 20
 MAX_LINE_BYTES = MAX_LINE_CHARS * 4
 TIME_SCAN_LINES = 8
