@@ -100,7 +100,7 @@ _MEMO_SIZE = 2048
 _PEEL_MEMO: dict[str, tuple[tuple[Prefix, ...], str, datetime | None]] = {}
 _PAREN_MEMO: dict[str, tuple[Prefix | None, int]] = {}
 _PREFIX_MEMO_MAX = 200
-_MATCHED_STAMP_MEMO: dict[tuple, datetime | None] = {}
+_MATCHED_STAMP_MEMO: dict[tuple, datetime | None | object] = {}  # object: _MISS
 _STAMP_MEMO: dict[tuple[str, datetime | None, datetime, tzinfo], datetime | None] = {}
 
 
@@ -364,7 +364,8 @@ def _stamp_of_rest(rest: str, ref: datetime, tz: tzinfo) -> datetime | None:
             return dt  # type: ignore[return-value]
     m2 = _TS_ANY_ISO_RE.search(rest)
     if m2 is not None:
-        return _aware(*m2.groups(), tz)
+        y, mo, d, h, mi, s, frac, tzs = m2.groups()
+        return _aware(y, mo, d, h, mi, s, frac, tzs, tz)
     return None
 
 
