@@ -1,7 +1,8 @@
 # rlhealth developer targets. `make test` is what CI runs (.ci/run).
 #
 #   make setup        .venv with python >= 3.11 and `pip install -e '.[test]' -c constraints.txt`
-#   make test         setup, start a Kafka broker (unless KAFKA_BOOTSTRAP is set), pytest, stop the broker
+#   make test         setup, lint, start a Kafka broker (unless KAFKA_BOOTSTRAP is set), pytest, stop the broker
+#   make lint         ruff over the repository and mypy over [tool.mypy] files (pyproject.toml); fails on any finding
 #   make demo         probe the example capture, embedded (no Kafka)
 #   make kafka-start  start the dev broker (.kafka/), prints its bootstrap address
 #   make kafka-stop   stop it
@@ -24,7 +25,7 @@ TEST_KAFKA_DIR := $(CURDIR)/.kafka/make-test
 STAMP       := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup test test-deps demo kafka-start kafka-stop bench clean
+.PHONY: setup lint test test-deps demo kafka-start kafka-stop bench clean
 
 setup: $(STAMP)
 
@@ -38,6 +39,15 @@ $(STAMP): pyproject.toml constraints.txt rlhealth/_native/fastlines.c
 	$(PY) -m pip install -q -e '.[test]' -c constraints.txt
 	@touch $(STAMP)
 
+# Both run in full (every finding is shown) and either one's findings fail the target. The import
+# layering is checked by pytest (tests/test_architecture.py runs import-linter).
+lint: setup
+	@rc=0; \
+	$(VENV)/bin/ruff check . || rc=1; \
+	$(VENV)/bin/mypy || rc=1; \
+	exit $$rc
+
+# lint runs first: `make test` fails on a lint finding before a broker is started.
 # One recipe, one shell: the trap stops the broker whatever pytest does (failure, Ctrl-C), and
 # pytest's exit code is the target's. Exit code 5 (no tests collected) is turned into a failure
 # with a message: CI must never pass by running nothing.
@@ -51,7 +61,7 @@ test-deps:
 	  else echo "make test: promtool missing and not root: promtool tests will be skipped" >&2; fi; \
 	fi
 
-test: setup test-deps
+test: setup lint test-deps
 	@set -uo pipefail; \
 	if [ -n "$${KAFKA_BOOTSTRAP:-}" ]; then \
 	  echo "using Kafka at $$KAFKA_BOOTSTRAP (KAFKA_BOOTSTRAP)"; \
@@ -84,5 +94,6 @@ clean:
 	-@RLHEALTH_KAFKA_DIR="$(TEST_KAFKA_DIR)" $(KAFKA_SH) stop 2>/dev/null
 	-@RLHEALTH_KAFKA_DIR="$(CURDIR)/.kafka/pytest" $(KAFKA_SH) stop 2>/dev/null
 	-@$(KAFKA_SH) stop 2>/dev/null
-	rm -rf $(VENV) .kafka .pytest_cache .hypothesis bench/out build dist *.egg-info
+	rm -rf $(VENV) .kafka .pytest_cache .hypothesis .ruff_cache .mypy_cache .import_linter_cache bench/out build dist \
+	  *.egg-info
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -35,9 +35,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rlhealth.agents.normalize import split_records  # noqa: E402
-from rlhealth.agents.signatures import Classifier, to_ere  # noqa: E402
-from rlhealth.rules.loader import load_rules  # noqa: E402
+from rlhealth.agents.normalize import split_records
+from rlhealth.agents.signatures import Classifier, to_ere
+from rlhealth.rules.loader import load_rules
 
 FIXTURES = Path("/work/shared/reference/examples/logs")
 BATCH = 500
@@ -60,8 +60,7 @@ def build_corpus(path: Path, n: int, signal: list[str], seed: int = 7) -> None:
     rnd = random.Random(seed)
     actors = ["WorkerDict", "TaskRunner", "AsyncVLLMInferenceEngine", "RolloutCoordinator",
               "FSDPPolicyWorkerBase", "skyrl_entrypoint"]
-    words = ("the model request token batch rollout policy reward sample prompt response "
-             "engine worker step update sync gradient optimizer cache queue").split()
+    words = ["the", "model", "request", "token", "batch", "rollout", "policy", "reward", "sample", "prompt", "response", "engine", "worker", "step", "update", "sync", "gradient", "optimizer", "cache", "queue"]
     blocks = "▏▎▍▌▋▊▉█"
 
     def ray_prefix() -> str:
@@ -72,7 +71,7 @@ def build_corpus(path: Path, n: int, signal: list[str], seed: int = 7) -> None:
         return " ".join(rnd.choice(words) for _ in range(k))
 
     with open(path, "w", encoding="utf-8", newline="\n") as fh:
-        for i in range(n):
+        for _ in range(n):
             r = rnd.random()
             if r < 0.01 and signal:
                 line = rnd.choice(signal)

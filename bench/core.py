@@ -15,15 +15,15 @@ import random
 import statistics
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rlhealth.runtime import build_core  # noqa: E402
-from rlhealth.schemas import GpuPoll, GpuReading, JobStatePoll, LogBatch, Source, TrialEvent  # noqa: E402
+from rlhealth.runtime import build_core
+from rlhealth.schemas import GpuPoll, GpuReading, JobStatePoll, LogBatch, Source, TrialEvent
 
-T0 = datetime(2026, 6, 28, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 6, 28, 12, 0, tzinfo=UTC)
 
 NOISE = [
     '\x1b[36m(APIServer pid=1032)\x1b[0m INFO:     127.0.0.1:51122 - "POST /v1/completions HTTP/1.1" 200 OK',

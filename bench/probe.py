@@ -34,13 +34,12 @@ import statistics
 import subprocess
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-UTC = timezone.utc
 GEN_VERSION = "probe-capture-v1"
 SHARED = Path(os.environ.get("RLHEALTH_SHARED_DIR") or ROOT.parent / "shared")
 TRIALS_SRC = SHARED / "scenarios" / "healthy_learning" / "capture" / "trace_jobs"
@@ -52,8 +51,7 @@ ENGINE_IP = "10.0.2.100"
 TRAINER_IP = "10.0.2.179"
 ESC = "\x1b"
 
-WORDS = ("the model request token batch rollout policy reward sample prompt response engine worker step "
-         "update sync gradient optimizer cache queue trajectory advantage generator buffer group").split()
+WORDS = ["the", "model", "request", "token", "batch", "rollout", "policy", "reward", "sample", "prompt", "response", "engine", "worker", "step", "update", "sync", "gradient", "optimizer", "cache", "queue", "trajectory", "advantage", "generator", "buffer", "group"]
 BLOCKS = "▏▎▍▌▋▊▉█"
 
 

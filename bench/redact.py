@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rlhealth.sources.redact import Redactor  # noqa: E402
+from rlhealth.sources.redact import Redactor
 
 ESC = "\x1b"
 PLAIN = [

@@ -30,7 +30,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -40,8 +40,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: E402
 from aiokafka.structs import TopicPartition as AioTP  # noqa: E402
 
 from rlhealth.schemas import LogBatch, Source, decode_verdict, encode, job_key  # noqa: E402
+from rlhealth.schemas.topics import TopicCatalog  # noqa: E402
 from rlhealth.sinks.kafka import ensure_topics  # noqa: E402
-from rlhealth.streams.topics import TopicCatalog  # noqa: E402
 
 LINES_PER_BATCH = 500
 FAULT = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.20 GiB is free."
@@ -222,7 +222,7 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
         body = lines[(chunk % 8) * LINES_PER_BATCH:(chunk % 8 + 1) * LINES_PER_BATCH]
         if extra:
             body = body[: LINES_PER_BATCH - len(extra)] + extra
-        return encode(LogBatch(job_id=job, event_time=datetime.now(timezone.utc), lines=body,
+        return encode(LogBatch(job_id=job, event_time=datetime.now(UTC), lines=body,
                                source=Source(stream="logs/pod_rank0.log", host="bench")))
 
     # ---- throughput: backlog first, then the worker
@@ -238,11 +238,12 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
     env = dict(os.environ, RLHEALTH_PARTITIONS=str(args.partitions))
     log_path = REPO / ".kafka" / "bench-worker.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "rlhealth", "worker", "--bootstrap", bootstrap, "--topic-prefix", catalog.prefix,
-         "--metrics-port", str(port), "--tick-secs", str(args.tick_secs), "--loglevel", "warning",
-         "--no-create-topics"],
-        env=env, stdout=open(log_path, "wb"), stderr=subprocess.STDOUT)
+    with open(log_path, "wb") as worker_log:  # the child has its own copy of the descriptor
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "rlhealth", "worker", "--bootstrap", bootstrap, "--topic-prefix", catalog.prefix,
+             "--metrics-port", str(port), "--tick-secs", str(args.tick_secs), "--loglevel", "warning",
+             "--no-create-topics"],
+            env=env, stdout=worker_log, stderr=subprocess.STDOUT)
     samples: list[tuple[float, float]] = []
     try:
         deadline = time.monotonic() + 600

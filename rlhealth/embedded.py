@@ -7,17 +7,17 @@ capture's `captured_at`). `watch` follows growing captures and re-judges continu
 from __future__ import annotations
 
 import copy
-from collections import deque
 import multiprocessing
 import os
 import sys
 import time
 import traceback
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Callable, Iterable, Iterator
 
 from rlhealth.agents.core import HealthCore
 from rlhealth.agents.findings import Finding
@@ -276,7 +276,7 @@ def _log_worker(requests, replies, classifier: Classifier) -> None:
             outbox.put((fid, out, done, error, stats))
     except (KeyboardInterrupt, EOFError, BrokenPipeError):
         pass
-    except BaseException:
+    except BaseException:  # noqa: BLE001 - sent to the parent, which raises it there
         outbox.put((-1, traceback.format_exc(), True, None, None))
     outbox.put(None)
     thread.join()
@@ -285,7 +285,7 @@ def _log_worker(requests, replies, classifier: Classifier) -> None:
 class _RemoteLog:
     """What `Capture.events` needs of a `LogReader`, served by a worker."""
 
-    def __init__(self, pool: "_LogPool", fid: int, worker: int, ref_time: datetime) -> None:
+    def __init__(self, pool: _LogPool, fid: int, worker: int, ref_time: datetime) -> None:
         self.ref_time = ref_time  # the probe's `now` (workers run only for probes at captured_at)
         self.pool = pool
         self.fid = fid
@@ -304,7 +304,8 @@ class _RemoteLog:
                 for _i, _r, _fields, text, parsed in matches:
                     if parsed is not None:
                         remember_parse(text, parsed, self.ref_time)
-                pool.replay.expect(batch.lines, [LineMatch(i, rules[r], fields, text) for i, r, fields, text, _p in matches])
+                pool.replay.expect(batch.lines,
+                                   [LineMatch(i, rules[r], fields, text) for i, r, fields, text, _p in matches])
                 taken += 1
                 if taken >= refill and not done:
                     pool.requests[self.worker].send(("credit", self.fid, taken))
@@ -396,7 +397,7 @@ class _LogPool:
         for conn in self.requests + self.replies:
             conn.close()
 
-    def __enter__(self) -> "_LogPool":
+    def __enter__(self) -> _LogPool:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -404,7 +405,7 @@ class _LogPool:
 
 
 def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def stderr_is_tty() -> bool:
@@ -442,7 +443,7 @@ class Watcher:
             state = self.states.get(follower.info.job_id)
             newest = state.last_event_ts if state and state.last_event_ts else None
             cap = follower.info.captured_at
-            candidates = [cap] + ([datetime.fromtimestamp(newest, timezone.utc)] if newest else [])
+            candidates = [cap] + ([datetime.fromtimestamp(newest, UTC)] if newest else [])
             return max(candidates)
         return now
 

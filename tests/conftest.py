@@ -16,6 +16,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -75,8 +76,8 @@ def kafka_catalog(kafka_bootstrap: str, topic_prefix: str):
     Partitions come from $RLHEALTH_PARTITIONS (default 12), as in production. The topics are
     deleted afterwards (best effort) so a long-lived broker does not fill up.
     """
+    from rlhealth.schemas.topics import TopicCatalog
     from rlhealth.sinks.kafka import ensure_topics
-    from rlhealth.streams.topics import TopicCatalog
 
     catalog = TopicCatalog.from_env(prefix=topic_prefix)
     ensure_topics(kafka_bootstrap, catalog)
@@ -112,17 +113,17 @@ def _delete_topics(bootstrap: str, names: list[str]) -> None:
     try:
         with admin_client(bootstrap, timeout_s=10) as admin:
             admin.delete_topics(names, raise_errors=False)
-    except Exception as exc:  # cleanup only: never mask the test's own result
+    except Exception as exc:  # noqa: BLE001 - cleanup only: never mask the test's own result
         sys.stderr.write(f"could not delete test topics {names}: {exc}\n")
 
 
 def build_sample_events() -> list:
     """One realistic event of every kind, with non-default values in most fields."""
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from rlhealth import schemas as s
 
-    t0 = datetime(2026, 3, 14, 15, 9, 26, 535000, tzinfo=timezone.utc)
+    t0 = datetime(2026, 3, 14, 15, 9, 26, 535000, tzinfo=UTC)
     src = s.Source(cluster="c1", host="pod-trainer-0", rank=0, stream="logs/pod_rank0.log", attempt=1,
                    shipper="shipper-a")
     job = "job-42/grpo"  # not a plain identifier on purpose: keys are arbitrary UTF-8

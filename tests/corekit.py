@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from rlhealth.agents.core import HealthCore
 from rlhealth.schemas import (
@@ -19,7 +19,7 @@ from rlhealth.schemas import (
     Verdict,
 )
 
-T0 = datetime(2026, 6, 28, 12, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 6, 28, 12, 0, 0, tzinfo=UTC)
 
 
 def at(minutes: float) -> datetime:
@@ -47,7 +47,7 @@ class Job:
         self.events: list = []
 
     # ---- event builders -------------------------------------------------------------
-    def spec(self, **kw) -> "Job":
+    def spec(self, **kw) -> Job:
         base = dict(job_id=self.job_id, event_time=T0,
                     model={"name": "Qwen3-8B", "params_b": 8.2, "active_params_b": 8.2, "moe": False},
                     hardware={"gpu": "H100-80GB-SXM", "gpus_per_node": 8, "nodes": 2},
@@ -60,27 +60,27 @@ class Job:
         return self
 
     def state(self, minute: float, state: str = "running", pods: int = 2, attempt: int = 0, attempts=(),
-              max_retries: int = 1, pod_statuses=(), scheduler: str | None = None) -> "Job":
+              max_retries: int = 1, pod_statuses=(), scheduler: str | None = None) -> Job:
         self.events.append(JobStatePoll(job_id=self.job_id, event_time=at(minute), state=state, pods=pods,
                                         failure_count=len(attempts), attempt=attempt, max_retries=max_retries,
                                         attempts=[AttemptRecord(**a) for a in attempts],
                                         pod_statuses=list(pod_statuses), scheduler=scheduler))
         return self
 
-    def states(self, start: float, end: float, every: float = 1.0, **kw) -> "Job":
+    def states(self, start: float, end: float, every: float = 1.0, **kw) -> Job:
         m = start
         while m <= end:
             self.state(m, **kw)
             m += every
         return self
 
-    def log(self, minute: float, lines: list[str], stream: str = "logs/pod_rank0.log", attempt: int | None = None) -> "Job":
+    def log(self, minute: float, lines: list[str], stream: str = "logs/pod_rank0.log", attempt: int | None = None) -> Job:
         self.events.append(LogBatch(job_id=self.job_id, event_time=at(minute), lines=lines,
                                     source=Source(stream=stream, attempt=attempt)))
         return self
 
     def engine_stats(self, start: float, end: float, gen: float = 1500.0, running: int = 20, waiting: int = 0,
-                     kv: float = 30.0, every_s: float = 10.0, engines: int = 2, prompt: float = 0.0) -> "Job":
+                     kv: float = 30.0, every_s: float = 10.0, engines: int = 2, prompt: float = 0.0) -> Job:
         """vLLM V1 stats lines from `engines` Ray-launched engines (all print Engine 000)."""
         t = at(start)
         end_t = at(end)
@@ -101,7 +101,7 @@ class Job:
                                         source=Source(stream="logs/pod_rank1.log")))
         return self
 
-    def steps(self, start: float, end: float, step_min: float = 15.0, first_step: int = 1) -> "Job":
+    def steps(self, start: float, end: float, step_min: float = 15.0, first_step: int = 1) -> Job:
         """SkyRL step timers: Started/Finished 'step' every `step_min` minutes."""
         m, step = start, first_step
         while m + step_min <= end:
@@ -122,7 +122,7 @@ class Job:
         return self
 
     def gpu(self, minute: float, host: str, util: float | None, mem: float | None = 40000.0, n: int = 8,
-            apps: tuple[str, ...] = ()) -> "Job":
+            apps: tuple[str, ...] = ()) -> Job:
         self.events.append(GpuPoll(job_id=self.job_id, event_time=at(minute), host=host,
                                    gpus=[GpuReading(index=i, uuid=f"GPU-{host}-{i}", util_pct=util, mem_used_mib=mem,
                                                     mem_total_mib=81559.0, power_w=300.0) for i in range(n)],
@@ -131,7 +131,7 @@ class Job:
 
     def trials(self, minute: float, n: int, reward: float | None = 1.0, every_other_zero: bool = True,
                exception: str | None = None, turns: int = 6, session: str = "train", prefix: str = "task",
-               samples: tuple[str, ...] = ("I will list the files with ls -la and then grep for the pattern.",)) -> "Job":
+               samples: tuple[str, ...] = ("I will list the files with ls -la and then grep for the pattern.",)) -> Job:
         for i in range(n):
             name = f"{prefix}-{minute:g}-{i}__abc{i}"
             r = reward
@@ -147,7 +147,7 @@ class Job:
                                           output_samples=list(samples)))
         return self
 
-    def heartbeat(self, minute: float, shipper: str = "shipper-a", interval_s: float = 30.0) -> "Job":
+    def heartbeat(self, minute: float, shipper: str = "shipper-a", interval_s: float = 30.0) -> Job:
         self.events.append(ShipperHeartbeat(job_id=self.job_id, event_time=at(minute), shipper=shipper,
                                             interval_s=interval_s))
         return self

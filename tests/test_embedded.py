@@ -6,7 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -162,8 +162,8 @@ def test_capture_of_pure_garbage_is_unknown_never_healthy(tmp_path: Path) -> Non
 @pytest.mark.skipif(not (shared_dir() / "scenarios" / "colocated_deception_wedge").is_dir(), reason="shared scenarios absent")
 def test_probe_as_of_an_earlier_time_sees_only_the_past_and_a_stale_view_is_blind() -> None:
     cap = shared_dir() / "scenarios" / "colocated_deception_wedge" / "capture"
-    before = probe(cap, build_core(), now=datetime(2026, 6, 28, 17, 0, tzinfo=timezone.utc)).verdict
+    before = probe(cap, build_core(), now=datetime(2026, 6, 28, 17, 0, tzinfo=UTC)).verdict
     assert before.verdict == "NO-KILL" and before.job_status == "ALIVE"  # the hang starts later
-    later = probe(cap, build_core(), now=datetime(2026, 12, 1, tzinfo=timezone.utc)).verdict
+    later = probe(cap, build_core(), now=datetime(2026, 12, 1, tzinfo=UTC)).verdict
     assert later.verdict == "NO-KILL" and later.job_status == "UNKNOWN" and later.escalate
     assert "cannot see the job" in later.gates.A.summary

@@ -16,8 +16,8 @@ from aiokafka.partitioner import DefaultPartitioner
 from click.testing import CliRunner
 
 from rlhealth.schemas import EVENT_MODELS, DeadLetter, decode_event, encode, job_key
-from rlhealth.streams import topics as t
-from rlhealth.streams.topics import KIND_TOPICS, TopicCatalog
+from rlhealth.schemas import topics as t
+from rlhealth.schemas.topics import KIND_TOPICS, TopicCatalog
 
 # ---------------------------------------------------------------- catalogue and handling, no broker
 
@@ -157,7 +157,6 @@ def test_ensure_topics_is_idempotent_and_refuses_other_partition_counts(kafka_bo
 @pytest.mark.kafka
 def test_topics_cli_create_and_list(kafka_bootstrap, topic_prefix):
     from rlhealth.cli import main
-
     from rlhealth.sinks.kafka import admin_client
 
     runner = CliRunner()
@@ -259,7 +258,8 @@ def test_bad_payloads_go_to_dead_letter_and_valid_events_survive(kafka_bootstrap
         sent = [(label, event, fut.get(timeout=30)) for label, event, fut in sent]
 
     got = []
-    with EventConsumer(kafka_bootstrap, [logs_topic], catalog=kafka_catalog) as consumer:
+    with EventProducer(kafka_bootstrap, kafka_catalog) as dead_letters, \
+            EventConsumer(kafka_bootstrap, [logs_topic], catalog=kafka_catalog, dead_letters=dead_letters) as consumer:
         deadline = time.monotonic() + 30
         while consumer.counters.received < len(sequence) and time.monotonic() < deadline:
             got.extend(consumer.poll(timeout_s=0.5))

@@ -95,12 +95,12 @@ def test_normalize():
 
 
 def test_bracketed_iso_stamps_of_sglang_and_megatron() -> None:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from rlhealth.agents.normalize import line_timestamp
 
-    ref = datetime(2026, 11, 29, tzinfo=timezone.utc)
+    ref = datetime(2026, 11, 29, tzinfo=UTC)
     assert line_timestamp("[2026-11-29 10:00:00 TP0] Decode batch. #running-req: 3", ref) == \
-        datetime(2026, 11, 29, 10, 0, tzinfo=timezone.utc)
+        datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
     assert line_timestamp(" [2026-11-29 10:00:01] iteration        5/     10 |", ref) == \
-        datetime(2026, 11, 29, 10, 0, 1, tzinfo=timezone.utc)
+        datetime(2026, 11, 29, 10, 0, 1, tzinfo=UTC)

@@ -28,7 +28,7 @@ def test_shipped_packs_check_clean():
 
 
 def test_required_signals_present():
-    assert REQUIRED <= {r.signal for r in RULES.rules}
+    assert {r.signal for r in RULES.rules} >= REQUIRED
 
 
 def test_pack_metadata_and_rule_fields():

@@ -229,7 +229,7 @@ def test_json_schemas_forbid_additional_properties():
 def test_schemas_and_catalogue_import_no_io_framework():
     code = (
         "import sys\n"
-        "import rlhealth.schemas, rlhealth.schemas.export, rlhealth.streams, rlhealth.streams.topics\n"
+        "import rlhealth.schemas, rlhealth.schemas.export, rlhealth.streams, rlhealth.schemas.topics\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
         "{'faust', 'mode', 'aiokafka', 'kafka', 'duckdb', 'prometheus_client', 'kubernetes', 'click'})\n"
         "print(','.join(bad))\n"

@@ -6,7 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -23,7 +23,7 @@ def test_folder_shipper_sends_only_new_events_and_a_heartbeat_each_tick(tmp_path
     cap = tmp_path / "cap"
     shutil.copytree(EXAMPLE, cap)
     sent: list = []
-    clock = lambda: datetime(2026, 10, 14, 16, 20, tzinfo=timezone.utc)  # noqa: E731
+    clock = lambda: datetime(2026, 10, 14, 16, 20, tzinfo=UTC)  # noqa: E731
     shipper = FolderShipper(cap, sent.append, shipper_id="test-shipper", clock=clock)
     first = shipper.tick()
     kinds = {e.kind for e in sent}

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from rlhealth.agents.signatures import FAULT_KINDS, Classifier, hyperscan_available, to_ere
 from rlhealth.agents.normalize import split_records
+from rlhealth.agents.signatures import FAULT_KINDS, Classifier, hyperscan_available, to_ere
 from rlhealth.rules import load_rules
 
 RULES = load_rules(use_env=False)

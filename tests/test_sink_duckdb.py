@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import duckdb
 import pytest
@@ -12,7 +12,7 @@ from rlhealth.agents.findings import Finding
 from rlhealth.schemas import DeadLetter, Gate, Gates, Verdict
 from rlhealth.sinks.duckdb import EvidenceStore, query
 
-T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def finding(i: int, *, rule: str = "nccl.watchdog_timeout", ref: dict | None = None) -> Finding:

@@ -6,7 +6,7 @@ import shutil
 import subprocess
 import urllib.request
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from rlhealth.agents.findings import JobMetrics
 from rlhealth.sinks.prometheus import Exporter
 
-T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def metrics(job_id: str = "job-a", **over: object) -> JobMetrics:

@@ -6,14 +6,13 @@ import json
 import os
 import shutil
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from rlhealth.sources.capture import CaptureError, open_capture
 
-UTC = timezone.utc
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("RLHEALTH_SHARED_DIR") or ROOT.parent / "shared")
 SCEN = SHARED / "scenarios"

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import shutil
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rlhealth.sources.follow import CaptureFollower
 
-UTC = timezone.utc
 HDR = "timestamp, index, uuid, utilization.gpu [%], memory.used [MiB], memory.total [MiB], power.draw [W]\n"
 
 

@@ -6,14 +6,13 @@ import json
 import os
 import shutil
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from rlhealth.sources.harbor import TrialDirWatcher, find_trial_dirs, read_trial_dir, read_trials
 
-UTC = timezone.utc
 SHARED = Path(os.environ.get("RLHEALTH_SHARED_DIR") or Path(__file__).resolve().parents[1].parent / "shared")
 SCEN = SHARED / "scenarios"
 HARBOR = SHARED / "reference" / "examples" / "harbor"

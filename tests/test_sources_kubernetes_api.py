@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
@@ -15,7 +15,6 @@ from kubernetes import client as k8s
 
 from rlhealth.sources.kubernetes_api import pod_statuses
 
-UTC = timezone.utc
 SHARED = Path(os.environ.get("RLHEALTH_SHARED_DIR") or Path(__file__).resolve().parents[1].parent / "shared")
 LOGS = SHARED / "reference" / "examples" / "logs"
 pytestmark = pytest.mark.skipif(not LOGS.is_dir(), reason="shared reference fixtures not available")
@@ -34,7 +33,7 @@ def server():
                                  _pod("k8s_pod_imagepullbackoff.json.txt")]}).encode()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             u = urlparse(self.path)
             seen.append((u.path, parse_qs(u.query)))
             if u.path != "/api/v1/namespaces/ml/pods":

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rlhealth.schemas.events import MAX_LINE_CHARS
-from rlhealth.sources.logfiles import LogFileShipper, LogReader, describe_log, slurm_leg_order, source_for
+from rlhealth.sources.logfiles import (
+    LogFileShipper,
+    LogReader,
+    TailReader,
+    describe_log,
+    slurm_leg_order,
+    source_for,
+)
 
-UTC = timezone.utc
 REF = datetime(2026, 10, 14, 18, tzinfo=UTC)
 FB = datetime(2026, 10, 14, 1, tzinfo=UTC)
 
@@ -118,3 +124,13 @@ def test_a_suspended_reader_holds_no_consumed_batch(tmp_path: Path) -> None:
         _batch, data = next(it2)
         assert r2._last_utf8 == (None, None)  # handed on, not kept
         assert prefilter is not None or data == "\n".join(_batch.lines).encode()
+
+
+def test_tail_reader_cuts_giant_lines_at_its_own_limit(tmp_path: Path) -> None:
+    # `rlhealth classify --max-line-bytes` reads through this: the head of a giant line, the rest skipped
+    p = tmp_path / "x.log"
+    p.write_bytes(b"a\n" + b"y" * 5000 + b"\nb\n" + b"z" * 3000)
+    tail = TailReader(p, max_line_bytes=1024)
+    got = list(tail.lines(final=True, chunk_bytes=700))
+    assert [(no, off, len(line)) for no, off, line in got] == [(0, 0, 1), (1, 2, 1024), (2, 5003, 1), (3, 5005, 1024)]
+    assert got[2][2] == b"b" and tail.giant_lines == 2 and tail.offset == p.stat().st_size

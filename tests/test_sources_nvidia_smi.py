@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,6 @@ from rlhealth.sources.nvidia_smi import (
     parse_nvidia_smi_csv,
 )
 
-UTC = timezone.utc
 SHARED = Path(os.environ.get("RLHEALTH_SHARED_DIR") or Path(__file__).resolve().parents[1].parent / "shared")
 SCEN = SHARED / "scenarios"
 FIXTURE = SHARED / "reference" / "examples" / "logs" / "nvidia_smi_query.txt"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -11,7 +11,6 @@ import pytest
 from rlhealth.sources import kubectl, slurm
 from rlhealth.sources.resolved_config import flatten_config, load_config_files, spec_facts
 
-UTC = timezone.utc
 SHARED = Path(os.environ.get("RLHEALTH_SHARED_DIR") or Path(__file__).resolve().parents[1].parent / "shared")
 LOGS = SHARED / "reference" / "examples" / "logs"
 SCEN = SHARED / "scenarios"

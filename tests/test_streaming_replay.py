@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,7 @@ if not SCENARIOS.is_dir():
     SCENARIOS = Path("/work/shared/scenarios")
 CAPTURES = sorted(SCENARIOS.glob("*/capture"))
 
-T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def call(v) -> tuple:
@@ -45,18 +45,18 @@ def test_line_timestamps_are_parsed_into_ts_before_shifting() -> None:
     captured = T0 + timedelta(minutes=1)
     batch = LogBatch(job_id="j", event_time=T0, source=Source(stream="logs/pod_rank0.log"),
                      lines=["2026-03-01T11:59:30Z step 5 done", "no stamp here"])
-    now = datetime(2031, 6, 1, tzinfo=timezone.utc)
+    now = datetime(2031, 6, 1, tzinfo=UTC)
     (out,) = list(rebased_events([batch], captured, clock=lambda: now))
     shift = now - captured
     assert out.event_time == T0 + shift
-    assert out.ts == [datetime(2026, 3, 1, 11, 59, 30, tzinfo=timezone.utc) + shift, None]
+    assert out.ts == [datetime(2026, 3, 1, 11, 59, 30, tzinfo=UTC) + shift, None]
     assert out.lines == batch.lines
 
 
 def test_speed_compresses_the_timeline_and_paces_production() -> None:
     captured = T0 + timedelta(minutes=10)
     events = [LogBatch(job_id="j", event_time=T0 + timedelta(minutes=m), lines=["x"]) for m in (0, 2, 8)]
-    clock = [datetime(2030, 1, 1, tzinfo=timezone.utc)]
+    clock = [datetime(2030, 1, 1, tzinfo=UTC)]
     start = clock[0]
     slept: list[float] = []
 
@@ -81,7 +81,7 @@ def test_rebased_capture_judged_now_gives_the_probes_verdict(capture: Path) -> N
     core = build_core()
     expected = probe(capture, core).verdict
     cap = open_capture(capture)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     events = list(rebased_events(cap.events(), cap.info.captured_at, clock=lambda: now))
     state, _, _ = run_events(core, cap.info.job_id, events, now)
     assert call(core.judge(state, now)) == call(expected)
@@ -99,9 +99,9 @@ def test_replay_through_kafka_gives_the_same_verdict_as_the_probe(kafka_bootstra
 
     from rlhealth.embedded import probe
     from rlhealth.runtime import build_core
+    from rlhealth.schemas.topics import TopicCatalog
     from rlhealth.sinks.kafka import ensure_topics
     from rlhealth.sources.capture import open_capture
-    from rlhealth.streams.topics import TopicCatalog
     from rlhealth.streams.verdict_reader import latest_verdicts
     sys.path.insert(0, str(Path(__file__).resolve().parent))  # the worker harness of test_streaming_worker
     from test_streaming_worker import PARTITIONS, Worker

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import msgspec
 
@@ -45,7 +45,7 @@ class StubState(msgspec.Struct):
         return msgspec.msgpack.encode(self)
 
     @staticmethod
-    def from_bytes(data: bytes) -> "StubState":
+    def from_bytes(data: bytes) -> StubState:
         return msgspec.msgpack.decode(data, type=StubState)
 
 
@@ -95,7 +95,7 @@ class StubCore:
             nccl_watchdog_hits_total=0, oom_events_total=0, ray_worker_deaths_total=0, restarts_burned=None,
             restarts_max=None, gate_status={"A": "FAIL" if kill else "PASS"},
             verdict="KILL" if kill else "NO-KILL", job_status=None,
-            last_event_time=datetime.fromtimestamp(state.last, tz=timezone.utc) if state.last else None,
+            last_event_time=datetime.fromtimestamp(state.last, tz=UTC) if state.last else None,
         )
 
 

@@ -18,15 +18,15 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
 from rlhealth.schemas import DeadLetter, LogBatch, Source, Verdict, encode
+from rlhealth.schemas.topics import TopicCatalog
 from rlhealth.sinks.kafka import EventProducer, ensure_topics
-from rlhealth.streams.topics import TopicCatalog
 from rlhealth.streams.verdict_reader import latest_verdicts, read_verdicts
 
 pytestmark = pytest.mark.kafka
@@ -59,7 +59,7 @@ class Worker:
         if db is not None:
             cmd += ["--db", str(db)]
         self.log_path = log_path
-        self._log = open(log_path, "ab")
+        self._log = open(log_path, "ab")  # noqa: SIM115 - the worker's stdout, closed in stop()
         self.proc = subprocess.Popen(cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT)
 
     def metrics(self) -> dict[str, float]:
@@ -125,7 +125,7 @@ def catalog(kafka_bootstrap: str, topic_prefix: str) -> TopicCatalog:
 
 
 def batch(job: str, *lines: str, at: datetime | None = None) -> LogBatch:
-    return LogBatch(job_id=job, event_time=at or datetime.now(timezone.utc), lines=list(lines) or ["step ok"],
+    return LogBatch(job_id=job, event_time=at or datetime.now(UTC), lines=list(lines) or ["step ok"],
                     source=Source(stream="logs/pod_rank0.log"))
 
 
@@ -172,7 +172,7 @@ def test_bad_payloads_are_dead_lettered_with_their_reason(kafka_bootstrap, catal
         letters = {DeadLetter.model_validate_json(r.value).reason: DeadLetter.model_validate_json(r.value)
                    for r in records}
         assert set(letters) == set(bad)
-        for reason, (topic, value, key) in bad.items():
+        for reason, (topic, value, _key) in bad.items():
             dl = letters[reason]
             assert dl.original() == value, reason  # kept whole
             assert dl.source_topic == topic and dl.source_offset is not None
@@ -346,7 +346,7 @@ def test_ended_job_state_and_series_are_dropped(kafka_bootstrap, catalog, tmp_pa
             producer.send(batch("job-stay"))
             producer.flush()
             w.wait_metric("rlhealth_jobs_owned", lambda v: v == 2)
-            producer.send(JobEnded(job_id="job-end", event_time=datetime.now(timezone.utc) + timedelta(seconds=1)))
+            producer.send(JobEnded(job_id="job-end", event_time=datetime.now(UTC) + timedelta(seconds=1)))
             producer.flush()
         w.wait_metric("rlhealth_jobs_owned", lambda v: v == 1)
         assert w.jobs() == {"job-stay"}

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import accumulate
 from operator import add
+from types import ModuleType
 
 __all__ = ["ANSI_PATTERN", "NATIVE", "count_newlines", "line_starts", "strip_ansi_bytes", "utf8_valid",
            "count_newlines_py", "line_starts_py", "strip_ansi_bytes_py", "utf8_valid_py"]
@@ -54,9 +55,8 @@ def count_newlines_py(data: bytes) -> int:
 
 
 # RLHEALTH_NATIVE=0 forces the Python versions (tests run the whole probe that way too).
-if os.environ.get("RLHEALTH_NATIVE", "1") == "0":
-    _native = None
-else:
+_native: ModuleType | None = None
+if os.environ.get("RLHEALTH_NATIVE", "1") != "0":
     try:
         from rlhealth import _fastlines as _native
     except ImportError:  # pragma: no cover - built without a C compiler
@@ -65,10 +65,11 @@ else:
 NATIVE = _native is not None
 
 if _native is not None:
-    strip_ansi_bytes = _native.strip_ansi
-    utf8_valid = _native.utf8_valid
-    count_newlines = _native.count_newlines
-    _native_line_starts = _native.line_starts
+    # the C functions (typed in rlhealth/_fastlines.pyi), under the types of their Python twins
+    strip_ansi_bytes: Callable[[bytes], bytes] = _native.strip_ansi
+    utf8_valid: Callable[[bytes], bool] = _native.utf8_valid
+    count_newlines: Callable[[bytes], int] = _native.count_newlines
+    _native_line_starts: Callable[[bytes, int], tuple[bytes, int]] = _native.line_starts
 
     def line_starts(data: bytes, base: int) -> tuple[Sequence[int], int]:
         """(base + the start offset of every line of ``data.split(b"\\n")``, the longest line's
@@ -79,4 +80,4 @@ else:  # pragma: no cover
     strip_ansi_bytes = strip_ansi_bytes_py
     utf8_valid = utf8_valid_py
     count_newlines = count_newlines_py
-    line_starts = line_starts_py  # type: ignore[assignment]
+    line_starts = line_starts_py

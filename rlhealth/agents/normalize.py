@@ -100,7 +100,7 @@ _MEMO_SIZE = 2048
 _PEEL_MEMO: dict[str, tuple[tuple[Prefix, ...], str, datetime | None]] = {}
 _PAREN_MEMO: dict[str, tuple[Prefix | None, int]] = {}
 _PREFIX_MEMO_MAX = 200
-_MATCHED_STAMP_MEMO: dict[tuple, datetime | None] = {}
+_MATCHED_STAMP_MEMO: dict[tuple, datetime | None | object] = {}  # object: _MISS
 _STAMP_MEMO: dict[tuple[str, datetime | None, datetime, tzinfo], datetime | None] = {}
 
 
@@ -187,7 +187,8 @@ _MONTHS = {m: i for i, m in enumerate(
 _TS_START_RE = re.compile(
     r"(?:"
     # vLLM / OpenRLHF: "INFO 11-29 09:48:05 " (no year)
-    r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) (?P<v_mo>\d\d)-(?P<v_d>\d\d) (?P<v_h>\d\d):(?P<v_mi>\d\d):(?P<v_s>\d\d)"
+    r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) "
+    r"(?P<v_mo>\d\d)-(?P<v_d>\d\d) (?P<v_h>\d\d):(?P<v_mi>\d\d):(?P<v_s>\d\d)"
     r"|"
     # c10 C++ logger >= 2.4: "[E321 02:07:08.412230519 " (ns digits are CLOCK_MONOTONIC: ignored)
     r"\[?[FEWIV](?P<c_md>\d{3,4}) (?P<c_h>\d\d):(?P<c_mi>\d\d):(?P<c_s>\d\d)\.\d{9}(?: |$)"
@@ -203,7 +204,8 @@ _TS_START_RE = re.compile(
     r"(?:[.,](?P<i_f>\d{1,9}))?(?P<i_tz>Z|[+-]\d\d:?\d\d)?"
     r"|"
     # dmesg -T: "[Fri Nov 29 10:14:31 2024] "
-    r"\[[A-Z][a-z]{2} (?P<dm_mon>[A-Z][a-z]{2}) +(?P<dm_d>\d{1,2}) (?P<dm_h>\d\d):(?P<dm_mi>\d\d):(?P<dm_s>\d\d) (?P<dm_y>\d{4})\]"
+    r"\[[A-Z][a-z]{2} (?P<dm_mon>[A-Z][a-z]{2}) +(?P<dm_d>\d{1,2}) "
+    r"(?P<dm_h>\d\d):(?P<dm_mi>\d\d):(?P<dm_s>\d\d) (?P<dm_y>\d{4})\]"
     r"|"
     # syslog / journalctl: "Nov 29 10:20:02 host " (no year)
     r"(?P<sy_mon>[A-Z][a-z]{2}) +(?P<sy_d>\d{1,2}) (?P<sy_h>\d\d):(?P<sy_mi>\d\d):(?P<sy_s>\d\d) "
@@ -362,7 +364,8 @@ def _stamp_of_rest(rest: str, ref: datetime, tz: tzinfo) -> datetime | None:
             return dt  # type: ignore[return-value]
     m2 = _TS_ANY_ISO_RE.search(rest)
     if m2 is not None:
-        return _aware(*m2.groups(), tz)
+        y, mo, d, h, mi, s, frac, tzs = m2.groups()
+        return _aware(y, mo, d, h, mi, s, frac, tzs, tz)
     return None
 
 

@@ -16,7 +16,8 @@ ROLES = (TRAINER, ENGINE, ROLLOUT, RAY, SCHEDULER, OTHER)
 
 # Process / Ray actor names by role. Order matters: the first match wins.
 _ROLE_NAME_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    (ENGINE, re.compile(r"vllm|inferenceengine|llmrayactor|enginecore|apiserver|^worker(_|$)|rayworkerwrapper|sglang", re.I)),
+    (ENGINE, re.compile(r"vllm|inferenceengine|llmrayactor|enginecore|apiserver|^worker(_|$)|rayworkerwrapper|"
+                        r"sglang", re.I)),
     (ROLLOUT, re.compile(r"rollout|generator|coordinator|harbor|terminalbench|envworker", re.I)),
     (TRAINER, re.compile(r"skyrl_entrypoint|policy|critic|refworker|ref_worker|reward_?model|fsdp|megatron|deepspeed|"
                          r"trainer|taskrunner|main_task|workerdict|actormodel|learner|driver|^rank\d+$", re.I)),

@@ -202,7 +202,7 @@ def _convert(value: str) -> object:
 def hyperscan_available() -> bool:
     try:
         import hyperscan  # noqa: F401
-    except Exception:  # pragma: no cover - platform without wheels
+    except Exception:  # noqa: BLE001  # pragma: no cover - no wheel for the platform, or a wheel that does not load
         return False
     return True
 
@@ -294,13 +294,12 @@ class Classifier:
         db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
         exprs = [block_pattern(r.pattern).encode("utf-8") for r in self._rules]
         flags = [hyperscan.HS_FLAG_MULTILINE] * len(exprs)
+        self._hs_db: hyperscan.Database | None = None
         if exprs:
             db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs),
                        flags=flags)
             self._hs_db = db
             self._hs_scratch = hyperscan.Scratch(db)
-        else:
-            self._hs_db = None
 
     def _compile_re2(self) -> None:
         import re2

@@ -46,7 +46,7 @@ class ThroughputTable:
     hbm_tbps: dict[str, float]
 
     @classmethod
-    def from_dict(cls, data: dict) -> "ThroughputTable":
+    def from_dict(cls, data: dict) -> ThroughputTable:
         t = data["table"]
         rows = tuple(
             sorted(

@@ -72,7 +72,11 @@ def normalize_message(message: str) -> str:
 def fingerprint(exc_type: str, message: str, frames: tuple[str, ...] | list[str] = ()) -> str:
     """Stable id of a failure across attempts: ignores numbers, sizes, hex addresses, pids,
     paths and the module path of the exception class (torch.cuda.X == torch.X)."""
-    base = exc_type.rsplit(".", 1)[-1] if "(" not in exc_type else exc_type.split("(", 1)[0].rsplit(".", 1)[-1] + "(" + exc_type.split("(", 1)[1].rsplit(".", 1)[-1]
+    if "(" not in exc_type:
+        base = exc_type.rsplit(".", 1)[-1]
+    else:  # RayTaskError(torch.OutOfMemoryError): both class names without their modules
+        outer, inner = exc_type.split("(", 1)
+        base = outer.rsplit(".", 1)[-1] + "(" + inner.rsplit(".", 1)[-1]
     parts = [base, normalize_message(message)]
     parts.extend(_NUM_RE.sub("<n>", f) for f in frames)
     return hashlib.sha1("\x1f".join(parts).encode("utf-8", "replace")).hexdigest()[:16]

@@ -1,6 +1,7 @@
 """`rlhealth classify` and `rlhealth rules`: run the signature engine over log files.
 
-classify streams each file in binary, 1 MiB at a time; a record is a line split on ``\\n``,
+classify streams each file in binary, 1 MiB at a time, through the sources' log reader
+(`rlhealth.sources.logfiles.TailReader`); a record is a line split on ``\\n``,
 ``\\r\\n`` or a bare ``\\r`` (tqdm). ``line_no`` is the 1-based physical (``\\n``) line number,
 ``offset`` the byte offset of the record. Records longer than ``--max-line-bytes`` (64 KiB) are
 truncated for matching (the rest of the line is skipped without being held in memory) and
@@ -39,61 +40,28 @@ class Stats:
         return dict(self.__dict__)
 
 
-def iter_records(fh, stats: Stats, max_line: int = DEFAULT_MAX_LINE,
+def iter_records(path: Path, stats: Stats, max_line: int = DEFAULT_MAX_LINE,
                  chunk: int = CHUNK) -> Iterator[tuple[int, int, bytes]]:
-    """Yield (line_no, byte offset, record bytes) with bounded memory."""
-    buf = bytearray()
-    buf_off = 0          # file offset of buf[0]
-    line_no = 1
-    skipping = False     # inside an over-long line: drop bytes until the next newline
-    eof = False
-    while not eof:
-        data = fh.read(chunk)
-        if not data:
-            eof = True
-        else:
-            if skipping:
-                nl = data.find(b"\n")
-                if nl < 0:
-                    buf_off += len(data)
-                    continue
-                buf_off += nl + 1
-                data = data[nl + 1:]
-                skipping = False
-                line_no += 1
-            buf += data
-        start = 0
-        while True:
-            nl = buf.find(b"\n", start)
-            if nl < 0:
-                break
-            yield from _records(bytes(buf[start:nl]), line_no, buf_off + start, stats, max_line)
-            line_no += 1
-            start = nl + 1
-        if start:
-            del buf[:start]
-            buf_off += start
-        if len(buf) > max_line and not eof:
-            # over-long line: keep only the head for matching, skip the rest
-            head = bytes(buf[:max_line])
-            head_off = buf_off
-            buf_off += len(buf)
-            buf.clear()
-            stats.truncated += 1
-            skipping = True
-            yield from _records(head, line_no, head_off, stats, max_line,
-                                already_truncated=True)
-    if buf:
-        yield from _records(bytes(buf), line_no, buf_off, stats, max_line)
+    """Yield (line_no, byte offset, record bytes) with bounded memory.
+
+    The file is read by the sources' `TailReader` (the byte layer under `LogReader`): it splits on
+    ``\\n``, cuts a line with no newline after `max_line` bytes and skips the rest of it without
+    holding it. Redaction and the `LogBatch` line limits of `LogReader` do not apply here: classify
+    reports the file's own bytes."""
+    from rlhealth.sources.logfiles import TailReader
+
+    tail = TailReader(path, max_line_bytes=max_line)
+    for no, off, line in tail.lines(final=True, chunk_bytes=chunk):
+        yield from _records(line, no + 1, off, stats, max_line)
+    stats.truncated += tail.giant_lines
 
 
-def _records(line: bytes, line_no: int, offset: int, stats: Stats, max_line: int,
-             already_truncated: bool = False) -> Iterator[tuple[int, int, bytes]]:
+def _records(line: bytes, line_no: int, offset: int, stats: Stats,
+             max_line: int) -> Iterator[tuple[int, int, bytes]]:
     stats.lines += 1
-    if len(line) > max_line:
+    if len(line) > max_line:  # a long line that came whole in one chunk (a giant one is cut by the reader)
         line = line[:max_line]
-        if not already_truncated:
-            stats.truncated += 1
+        stats.truncated += 1
     if b"\r" not in line:
         yield line_no, offset, line
         return
@@ -159,21 +127,20 @@ def classify_file(path: Path, classifier, out, fmt: str, stats: Stats,
                       f"{orjson.dumps(m.fields).decode()} :: {m.text[:160]}\n")
         pending.clear()
 
-    with open(path, "rb") as fh:
-        for line_no, offset, raw in iter_records(fh, stats, max_line):
-            text = _decode(raw, stats)
-            pending.append((line_no, offset, text))
-            if asm is not None:
-                # one record per traceback, written when it closes (matches of its lines come first)
-                done = asm.feed(line_no, text)
-                if done:
-                    flush_batch()
-                    _emit_tracebacks(done, name, fmt, write, stats)
-            if len(pending) >= BATCH:
-                flush_batch()
-        flush_batch()
+    for line_no, offset, raw in iter_records(path, stats, max_line):
+        text = _decode(raw, stats)
+        pending.append((line_no, offset, text))
         if asm is not None:
-            _emit_tracebacks(asm.flush(), name, fmt, write, stats)
+            # one record per traceback, written when it closes (matches of its lines come first)
+            done = asm.feed(line_no, text)
+            if done:
+                flush_batch()
+                _emit_tracebacks(done, name, fmt, write, stats)
+        if len(pending) >= BATCH:
+            flush_batch()
+    flush_batch()
+    if asm is not None:
+        _emit_tracebacks(asm.flush(), name, fmt, write, stats)
     stats.files += 1
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -20,17 +20,19 @@ def _parse_now(value: str | None) -> datetime | None:
         dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError as exc:
         raise click.BadParameter(f"not an RFC 3339 time: {value}") from exc
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
 @click.command(epilog="Exit codes: 0 NO-KILL, 10 KILL, 2 usage error or unreadable capture.\n\n"
                        "Environment: RLHEALTH_PROBE_WORKERS=0|N sets the number of log-reading processes "
                        "(default: one per CPU, up to 4, when the capture has 64 MB+ of logs in 2-64 files).")
 @click.argument("capture", type=click.Path(path_type=Path, file_okay=False))
-@click.option("--now", "now_text", metavar="RFC3339", help="Judge as of this time (default: the capture's captured_at).")
+@click.option("--now", "now_text", metavar="RFC3339",
+              help="Judge as of this time (default: the capture's captured_at).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="text: the deep probe's verdict block; json: the Verdict model exactly.")
-@click.option("--db", type=click.Path(path_type=Path, dir_okay=False), help="Append evidence and the verdict to this DuckDB file.")
+@click.option("--db", type=click.Path(path_type=Path, dir_okay=False),
+              help="Append evidence and the verdict to this DuckDB file.")
 @click.option("--rules-dir", "rules_dirs", multiple=True, type=click.Path(path_type=Path, file_okay=False),
               help="Extra rule-pack directory (repeatable).")
 @click.option("--progress/--no-progress", default=None, help="Progress on stderr (default: when stderr is a terminal).")

@@ -14,7 +14,7 @@ from rlhealth.cli.options import bootstrap_option
 
 
 def _catalog(prefix: str | None, partitions: int | None = None):
-    from rlhealth.streams.topics import TopicCatalog
+    from rlhealth.schemas.topics import TopicCatalog
 
     return TopicCatalog.from_env(prefix=prefix, partitions=partitions)
 
@@ -65,7 +65,8 @@ def worker(bootstrap: str, metrics_port: int | None, metrics_addr: str, tick_sec
 @click.option("--latest", is_flag=True, help="Only each job's newest verdict (highest seq).")
 @click.option("--only-kill", is_flag=True, help="Only KILL verdicts.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--group", default=None, help="Consumer group (commits offsets); default: read everything, commit nothing.")
+@click.option("--group", default=None,
+              help="Consumer group (commits offsets); default: read everything, commit nothing.")
 @click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
               help="Also store every verdict read in this DuckDB evidence file.")
 @prefix_option

@@ -7,7 +7,7 @@ import json
 import click
 
 from rlhealth.cli.options import bootstrap_option
-from rlhealth.streams.topics import PARTITIONS_ENV, PREFIX_ENV, TopicCatalog
+from rlhealth.schemas.topics import PARTITIONS_ENV, PREFIX_ENV, TopicCatalog
 
 
 def _catalog_options(f):

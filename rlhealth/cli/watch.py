@@ -16,7 +16,8 @@ from rlhealth.cli.options import run_every
               help="Seconds between re-reads and re-judgements.")
 @click.option("--metrics-port", type=int, default=None, help="Serve Prometheus /metrics on 127.0.0.1:PORT.")
 @click.option("--metrics-addr", default="127.0.0.1", show_default=True, help="Address for /metrics.")
-@click.option("--db", type=click.Path(path_type=Path, dir_okay=False), help="Append evidence and verdicts to this DuckDB file.")
+@click.option("--db", type=click.Path(path_type=Path, dir_okay=False),
+              help="Append evidence and verdicts to this DuckDB file.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--clock", "clock_mode", type=click.Choice(["wall", "capture"]), default="wall", show_default=True,
               help="wall: judge at the current time (live folders); capture: at each capture's captured_at "

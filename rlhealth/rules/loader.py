@@ -238,7 +238,7 @@ def check_rules(ruleset: RuleSet) -> list[str]:
         for r in ruleset.rules:
             try:
                 re2.compile(r.pattern.encode("utf-8"), opts)
-            except Exception as exc:  # re2.error
+            except Exception as exc:  # noqa: BLE001 - re2.error and friends: any failure is a problem to report
                 problems.append(f"{r.id}: pattern does not compile in RE2: {exc}")
     except ImportError:  # pragma: no cover
         problems.append("RE2 (google-re2) is not importable")
@@ -251,7 +251,7 @@ def check_rules(ruleset: RuleSet) -> list[str]:
             try:
                 db.compile(expressions=[block_pattern(r.pattern).encode("utf-8")], ids=[0],
                            elements=1, flags=[hyperscan.HS_FLAG_MULTILINE])
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - hyperscan.error and friends, reported as above
                 problems.append(f"{r.id}: pattern does not compile in Hyperscan: {exc}")
         engines.insert(0, "hyperscan")
     if problems:

@@ -7,7 +7,7 @@ raises anything but `EventDecodeError`, whose `reason` goes into the dead-letter
 from __future__ import annotations
 
 import base64
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import orjson
 from pydantic import ValidationError
@@ -59,7 +59,8 @@ def decode_event(payload: bytes | str, expected_kind: str | None = None) -> Even
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ()))
-        raise EventDecodeError("invalid_fields", f"{exc.error_count()} error(s); first at {where}: {first.get('msg')}") from None
+        raise EventDecodeError("invalid_fields",
+                               f"{exc.error_count()} error(s); first at {where}: {first.get('msg')}") from None
 
 
 def decode_verdict(payload: bytes | str) -> Verdict:
@@ -102,7 +103,7 @@ class DeadLetter(Model):
         job_id: str | None = None,
         stage: str = "decode",
         received_at: datetime | None = None,
-    ) -> "DeadLetter":
+    ) -> DeadLetter:
         return cls(
             reason=reason,
             detail=detail[:2000],
@@ -113,7 +114,7 @@ class DeadLetter(Model):
             source_offset=offset,
             job_id=job_id,
             stage=stage,
-            received_at=received_at or datetime.now(timezone.utc),
+            received_at=received_at or datetime.now(UTC),
         )
 
     def original(self) -> bytes:

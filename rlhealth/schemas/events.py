@@ -32,7 +32,7 @@ class LogBatch(EventBase):
     invalid_utf8_lines: int = Field(default=0, ge=0, description="lines that had bytes replaced when decoding")
 
     @model_validator(mode="after")
-    def _columns_line_up(self) -> "LogBatch":
+    def _columns_line_up(self) -> LogBatch:
         n = len(self.lines)
         if self.offsets is not None and len(self.offsets) != n:
             raise ValueError(f"offsets has {len(self.offsets)} entries for {n} lines")
@@ -101,7 +101,8 @@ class PodStatus(Model):
     phase: str | None = None
     ready: bool | None = None
     restart_count: int = 0
-    reasons: list[str] = Field(default_factory=list, description="waiting/terminated reasons, e.g. OOMKilled, ImagePullBackOff")
+    reasons: list[str] = Field(default_factory=list,
+                               description="waiting/terminated reasons, e.g. OOMKilled, ImagePullBackOff")
     exit_code: int | None = None
     message: str | None = None
 

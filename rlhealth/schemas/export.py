@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from rlhealth.schemas.codec import DeadLetter
 from rlhealth.schemas.events import EVENT_MODELS
 from rlhealth.schemas.verdict import Verdict
@@ -17,7 +19,7 @@ JSON_DIR = Path(__file__).with_name("json")
 
 
 def schema_documents() -> dict[str, str]:
-    models = dict(EVENT_MODELS)
+    models: dict[str, type[BaseModel]] = dict(EVENT_MODELS)
     models["verdict"] = Verdict
     models["dead_letter"] = DeadLetter
     docs = {}

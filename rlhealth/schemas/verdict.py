@@ -74,7 +74,7 @@ class Verdict(Model):
     headline: str = Field(default="", description="model, geometry and stage in one line")
     captured: str | None = Field(default=None, description="capture directory or stream the verdict was judged from")
 
-    def same_call(self, other: "Verdict | None") -> bool:
+    def same_call(self, other: Verdict | None) -> bool:
         """True when a consumer would see no change: same verdict, status, confidence and gate statuses."""
         if other is None:
             return False

@@ -22,7 +22,7 @@ import base64
 import hashlib
 import threading
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +89,7 @@ def _digest(*parts: object) -> str:
 def _utc(value: datetime | None) -> datetime | None:
     if value is None:
         return None
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
 
 
 def finding_ref_key(job_id: str, f: Finding) -> str:
@@ -121,7 +121,7 @@ class EvidenceStore:
             self.flush()
 
     def add_findings(self, job_id: str, findings: Iterable[Finding], *, now: datetime | None = None) -> None:
-        at = now or datetime.now(timezone.utc)
+        at = now or datetime.now(UTC)
         for f in findings:
             self._add("findings", {
                 "job_id": job_id, "event_time": _utc(f.event_time), "kind": f.kind, "rule_id": f.rule_id,
@@ -135,7 +135,7 @@ class EvidenceStore:
             "job_id": v.job_id, "seq": v.seq, "produced_at": v.produced_at, "verdict": v.verdict,
             "confidence": v.confidence, "job_status": v.job_status, "escalate": v.escalate,
             "gates": _json(v.gates.model_dump(mode="json")), "reasoning": v.reasoning,
-            "payload": v.model_dump_json(), "inserted_at": now or datetime.now(timezone.utc),
+            "payload": v.model_dump_json(), "inserted_at": now or datetime.now(UTC),
         })
 
     def add_dead_letter(self, dl: DeadLetter, *, now: datetime | None = None) -> None:
@@ -149,7 +149,7 @@ class EvidenceStore:
             "source_topic": dl.source_topic, "source_partition": dl.source_partition,
             "source_offset": dl.source_offset, "original": original,
             "original_key": base64.b64decode(dl.original_key_b64) if dl.original_key_b64 else None,
-            "received_at": dl.received_at, "inserted_at": now or datetime.now(timezone.utc),
+            "received_at": dl.received_at, "inserted_at": now or datetime.now(UTC),
         })
 
     def pending(self) -> int:
@@ -198,7 +198,7 @@ class EvidenceStore:
             self._con.close()
             self._con = None  # type: ignore[assignment]
 
-    def __enter__(self) -> "EvidenceStore":
+    def __enter__(self) -> EvidenceStore:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -19,7 +19,7 @@ from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 from kafka.errors import TopicAlreadyExistsError
 
 from rlhealth.schemas import DeadLetter, EventBase, Verdict, encode, job_key
-from rlhealth.streams.topics import MAX_DEAD_LETTER_BYTES, TopicCatalog
+from rlhealth.schemas.topics import MAX_DEAD_LETTER_BYTES, TopicCatalog
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +164,7 @@ class EventProducer:
     def close(self, timeout: float | None = None) -> None:
         self._producer.close(timeout=timeout)
 
-    def __enter__(self) -> "EventProducer":
+    def __enter__(self) -> EventProducer:
         return self
 
     def __exit__(self, *exc: object) -> None:

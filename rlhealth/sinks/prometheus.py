@@ -107,7 +107,8 @@ class JobCollector(Collector):
             GaugeMetricFamily("rlhealth_job_trials_nonzero_reward_ratio",
                               "Share of recent completed training trials with a non-zero reward (0-1).", labels=j),
             CounterMetricFamily("rlhealth_job_nccl_watchdog_hits", "NCCL watchdog timeout lines seen.", labels=j),
-            CounterMetricFamily("rlhealth_job_oom_events", "Out-of-memory events seen (CUDA OOM, OOMKilled).", labels=j),
+            CounterMetricFamily("rlhealth_job_oom_events", "Out-of-memory events seen (CUDA OOM, OOMKilled).",
+                                labels=j),
             CounterMetricFamily("rlhealth_job_ray_worker_deaths", "Ray worker deaths seen.", labels=j),
             GaugeMetricFamily("rlhealth_job_restarts_burned", "Scheduler restarts already used.", labels=j),
             GaugeMetricFamily("rlhealth_job_restarts_max", "Scheduler restarts allowed.", labels=j),
@@ -148,7 +149,8 @@ class JobCollector(Collector):
             add("rlhealth_job_restarts_burned", m, m.restarts_burned)
             add("rlhealth_job_restarts_max", m, m.restarts_max)
             for gate in GATES:
-                add("rlhealth_job_gate_status", m, GATE_VALUE.get((m.gate_status or {}).get(gate, "UNKNOWN"), -1.0), gate)
+                status = (m.gate_status or {}).get(gate, "UNKNOWN")
+                add("rlhealth_job_gate_status", m, GATE_VALUE.get(status, -1.0), gate)
             if m.verdict in VERDICTS:
                 add("rlhealth_job_verdict_kill", m, 1.0 if m.verdict == "KILL" else 0.0)
             if isinstance(m.last_event_time, datetime):
@@ -178,8 +180,8 @@ class Exporter:
                                             ["kind", "reason"], registry=r)
         self.log_lines_processed = Counter("rlhealth_log_lines_processed", "Log lines fed to the health core.",
                                            registry=r)
-        self.consumer_lag = Gauge("rlhealth_consumer_lag", "Records not yet consumed, summed over the owned partitions.",
-                                  ["topic"], registry=r)
+        self.consumer_lag = Gauge("rlhealth_consumer_lag",
+                                  "Records not yet consumed, summed over the owned partitions.", ["topic"], registry=r)
         self.partitions_owned = Gauge("rlhealth_partitions_owned", "Event-topic partitions assigned to this worker.",
                                       registry=r)
         self.jobs_owned = Gauge("rlhealth_jobs_owned", "Jobs whose state this worker holds.", registry=r)

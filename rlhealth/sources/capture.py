@@ -32,10 +32,11 @@ from __future__ import annotations
 
 import heapq
 import os
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Literal
+from typing import Any, Literal
 
 import orjson
 from pydantic import ValidationError
@@ -57,7 +58,6 @@ from rlhealth.sources.nvidia_smi import GpuCsvParser, attach_apps, parse_compute
 from rlhealth.sources.redact import redact
 from rlhealth.sources.resolved_config import load_config_files, spec_facts
 
-UTC = timezone.utc
 SHIPPER = "capture"
 _SCHEDULERS = ("kubernetes", "slurm", "other")
 _SKIP_LOG_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zip", ".tar")
@@ -157,7 +157,8 @@ def read_capture_info(path: Path) -> CaptureInfo:
     try:
         raw = cj.read_bytes()
     except FileNotFoundError:
-        raise CaptureError(f"{cj}: missing (every capture needs capture.json with job_id, cluster, scheduler, captured_at)") from None
+        raise CaptureError(f"{cj}: missing (every capture needs capture.json with job_id, cluster, scheduler, "
+                           "captured_at)") from None
     except OSError as exc:
         raise CaptureError(f"{cj}: unreadable: {exc}") from None
     try:
@@ -321,15 +322,18 @@ class Capture:
                     try:
                         fields[k] = models[k].model_validate(v).model_dump(exclude_none=True, exclude_defaults=True)
                     except ValidationError as exc:
-                        self._problem("job.json", "parse_error", None, f"job.json {k} ignored: {exc.errors()[0]['msg']}")
-                elif k in ("expected_step_s", "new_or_untested", "max_retries", "enforce_eager", "started_at", "config"):
+                        self._problem("job.json", "parse_error", None,
+                                      f"job.json {k} ignored: {exc.errors()[0]['msg']}")
+                elif k in ("expected_step_s", "new_or_untested", "max_retries", "enforce_eager", "started_at",
+                           "config"):
                     fields[k] = v
         flat: dict[str, Any] = {}
         cfgs = self.config_files()
         if cfgs:
             flat, errors = load_config_files(cfgs)
             for path, err in errors:
-                self._problem(self._rel(path), "empty" if err == "empty" else "parse_error", None, f"config ignored: {err}")
+                self._problem(self._rel(path), "empty" if err == "empty" else "parse_error", None,
+                              f"config ignored: {err}")
             for k, v in spec_facts(flat).items():
                 if isinstance(v, dict):
                     sect = fields.setdefault(k, {})

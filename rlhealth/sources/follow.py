@@ -24,9 +24,10 @@ read by a later poll are stamped with the poll time (they just appeared).
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -47,8 +48,6 @@ from rlhealth.sources.capture import (
 from rlhealth.sources.harbor import TrialDirWatcher
 from rlhealth.sources.logfiles import LogReader, TailReader, slurm_leg_order, source_for
 from rlhealth.sources.nvidia_smi import AppGroup, GpuCsvParser, attach_apps, parse_compute_apps_csv
-
-UTC = timezone.utc
 
 
 def _decode_lines(tail: TailReader) -> list[str]:

@@ -39,10 +39,11 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import orjson
 
@@ -51,7 +52,6 @@ from rlhealth.schemas.common import Source
 from rlhealth.schemas.events import MAX_OUTPUT_SAMPLE_CHARS, MAX_OUTPUT_SAMPLES, TrialEvent
 from rlhealth.sources.redact import redact
 
-UTC = timezone.utc
 EVAL_DIR = "eval_sessions"
 MAX_DEPTH = 4
 _TIMING_PHASES = ("environment_setup", "agent_setup", "agent_execution", "verifier")
@@ -296,7 +296,8 @@ def read_trial_dir(
         turns = metadata["n_episodes"]
     if turns is None:
         rd = agent_result.get("rollout_details")
-        if isinstance(rd, list) and rd and isinstance(rd[0], dict) and isinstance(rd[0].get("completion_token_ids"), list):
+        if (isinstance(rd, list) and rd and isinstance(rd[0], dict)
+                and isinstance(rd[0].get("completion_token_ids"), list)):
             turns = len(rd[0]["completion_token_ids"])
     if turns is None and salvage.get("n_episodes"):
         turns = int(salvage["n_episodes"])
@@ -382,7 +383,8 @@ def read_trial_dir(
         session=session,  # type: ignore[arg-type]
         reward=reward,
         exception_type=exc_type,
-        exception_message=redact(exc_msg[:MAX_OUTPUT_SAMPLE_CHARS])[:MAX_OUTPUT_SAMPLE_CHARS] if exc_msg is not None else None,
+        exception_message=(redact(exc_msg[:MAX_OUTPUT_SAMPLE_CHARS])[:MAX_OUTPUT_SAMPLE_CHARS]
+                           if exc_msg is not None else None),
         assistant_turns=turns,
         started_at=started_at,
         finished_at=finished_at,
@@ -412,7 +414,8 @@ def read_trials(
                 d.name,
                 rel,
                 session,
-                TrialEvent(job_id=job_id, event_time=t, source=src, phase="started", trial_name=d.name, session=session),  # type: ignore[arg-type]
+                TrialEvent(job_id=job_id, event_time=t, source=src, phase="started", trial_name=d.name,
+                           session=session),  # type: ignore[arg-type]
                 None,
                 [("", "unreadable", f"{type(exc).__name__}: {str(exc)[:200]}")],
             )

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from kafka import KafkaConsumer
 
 from rlhealth.schemas import DeadLetter, EventBase, EventDecodeError, decode_event
-from rlhealth.streams.topics import TopicCatalog
+from rlhealth.schemas.topics import TopicCatalog
 
 DEAD_LETTER_TIMEOUT_S = 30.0
 
@@ -111,8 +111,9 @@ class EventConsumer:
     `topics` defaults to every event topic of the catalogue. With no `group_id` the consumer reads
     all partitions from the beginning (auto_offset_reset="earliest") without committing; with one,
     offsets are committed only when `commit()` is called, after the caller has used the events.
-    `dead_letters` is any object with `send_dead_letter` (an `EventProducer`); by default one is
-    created on the same bootstrap and closed with the consumer.
+    `dead_letters` is any object with `send_dead_letter`, usually a `rlhealth.sinks.kafka.EventProducer`
+    on the same bootstrap. The caller passes it and closes it: sources do not import sinks (the
+    layers contract in `.importlinter`), so the consumer never builds its own producer.
     """
 
     def __init__(
@@ -122,16 +123,11 @@ class EventConsumer:
         *,
         catalog: TopicCatalog | None = None,
         group_id: str | None = None,
-        dead_letters: DeadLetterSink | None = None,
+        dead_letters: DeadLetterSink,
         **consumer_config: Any,
     ) -> None:
         self.catalog = catalog or TopicCatalog.from_env()
         self.topics = list(topics) if topics is not None else self.catalog.event_topics
-        self._own_producer = None
-        if dead_letters is None:
-            from rlhealth.sinks.kafka import EventProducer
-
-            self._own_producer = dead_letters = EventProducer(bootstrap, self.catalog)
         config: dict[str, Any] = {
             "bootstrap_servers": bootstrap,
             "client_id": "rlhealth-consumer",
@@ -166,13 +162,9 @@ class EventConsumer:
         self._consumer.commit()
 
     def close(self) -> None:
-        try:
-            self._consumer.close()
-        finally:
-            if self._own_producer is not None:
-                self._own_producer.close()
+        self._consumer.close()
 
-    def __enter__(self) -> "EventConsumer":
+    def __enter__(self) -> EventConsumer:
         return self
 
     def __exit__(self, *exc: object) -> None:

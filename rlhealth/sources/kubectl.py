@@ -18,16 +18,16 @@ Per pod:
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import orjson
 
 from rlhealth.schemas.events import JobState, PodStatus
 from rlhealth.sources.redact import redact
 
-UTC = timezone.utc
 MAX_PODS = 256
 
 

@@ -9,8 +9,8 @@ offline pod views cannot drift apart. The job state is inferred from pod phases
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Callable
+from collections.abc import Callable
+from datetime import UTC, datetime
 
 import orjson
 from kubernetes import client as k8s
@@ -18,8 +18,6 @@ from kubernetes import client as k8s
 from rlhealth.schemas.common import Source
 from rlhealth.schemas.events import JobStatePoll
 from rlhealth.sources.kubectl import infer_state, pod_statuses_from_json
-
-UTC = timezone.utc
 
 
 def make_api(configuration: k8s.Configuration | None = None) -> k8s.CoreV1Api:

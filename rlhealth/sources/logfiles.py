@@ -33,10 +33,10 @@ from __future__ import annotations
 import glob as _glob
 import os
 import re
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
 
 from rlhealth.agents import ingest
 from rlhealth.agents.bytescan import count_newlines, line_starts, strip_ansi_bytes, utf8_valid
@@ -46,7 +46,6 @@ from rlhealth.schemas.common import Source
 from rlhealth.schemas.events import MAX_LINE_CHARS, MAX_LINES_PER_BATCH, LogBatch
 from rlhealth.sources.redact import Redactor, default_redactor
 
-UTC = timezone.utc
 CHUNK_BYTES = 1 << 20
 MAX_LINE_BYTES = MAX_LINE_CHARS * 4
 TIME_SCAN_LINES = 8
@@ -125,10 +124,15 @@ class TailReader:
     and restarts from 0; it returns "rotated"/"truncated"/None.
     """
 
-    def __init__(self, path: Path, offset: int = 0, line_no: int = 0) -> None:
+    def __init__(self, path: Path, offset: int = 0, line_no: int = 0, *,
+                 max_line_bytes: int = MAX_LINE_BYTES) -> None:
+        if max_line_bytes < 1:
+            raise ValueError("max_line_bytes must be positive")
         self.path = Path(path)
         self.offset = offset  # bytes consumed (complete lines only)
         self.line_no = line_no
+        # a line with no newline after this many bytes is cut here (its head emitted) and the rest skipped
+        self.max_line_bytes = max_line_bytes
         self.ino: int | None = None
         self._partial = b""
         self._skipping = False  # inside a giant line, after its cut head was emitted
@@ -187,8 +191,8 @@ class TailReader:
                     self.offset += cut + 1 - start
                     del buf, chunk
                     yield first_no, first_off, data
-            if len(self._partial) > MAX_LINE_BYTES and not self._skipping:
-                head = self._partial[:MAX_LINE_BYTES]
+            if len(self._partial) > self.max_line_bytes and not self._skipping:
+                head = self._partial[:self.max_line_bytes]
                 self.line_no += 1
                 self.giant_lines += 1
                 self._skipping = True
@@ -211,9 +215,9 @@ class TailReader:
         for no, off, data in self.spans(final, chunk_bytes):
             yield no, off, data.split(b"\n")
 
-    def lines(self, final: bool) -> Iterator[tuple[int, int, bytes]]:
+    def lines(self, final: bool, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, int, bytes]]:
         """Yield (line number, byte offset, line bytes without \\n) for every complete line now."""
-        for no, off, parts in self.blocks(final):
+        for no, off, parts in self.blocks(final, chunk_bytes):
             for p in parts:
                 yield no, off, p
                 no += 1

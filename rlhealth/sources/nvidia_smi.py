@@ -24,14 +24,14 @@ import bisect
 import re
 import subprocess
 import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone, tzinfo
-from typing import Callable, Iterable, Protocol, Sequence
+from datetime import UTC, datetime, tzinfo
+from typing import Protocol
 
 from rlhealth.schemas.common import Source
 from rlhealth.schemas.events import ComputeApp, GpuPoll, GpuReading
 
-UTC = timezone.utc
 GPU_QUERY = "timestamp,index,uuid,utilization.gpu,memory.used,memory.total,power.draw"
 APPS_QUERY = "timestamp,gpu_uuid,pid,process_name,used_memory"
 GPU_COMMAND = ["nvidia-smi", f"--query-gpu={GPU_QUERY}", "--format=csv"]

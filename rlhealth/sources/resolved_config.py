@@ -17,7 +17,7 @@ uses, looking keys up by their last component so that SkyRL (`generator.enforce_
 | geometry.engine_ep | `inference_engine_expert_parallel_size`, `expert_parallel_size` |
 | geometry.colocated | `colocate_all` |
 | model.name | `trainer.policy.model.path`, `model.path`, `pretrain`, `model_name_or_path` (last path component) |
-"""
+"""  # noqa: E501 - a Markdown table row does not wrap
 
 from __future__ import annotations
 
@@ -160,7 +160,8 @@ def spec_facts(flat: dict[str, Any]) -> dict[str, Any]:
         hit = _by_last(flat, names, prefer=("generator", "rollout"))
         if hit:
             put("geometry", field, conv(hit[1]))
-    for key in ("trainer.policy.model.path", "actor_rollout_ref.model.path", "model.path", "pretrain", "model_name_or_path"):
+    for key in ("trainer.policy.model.path", "actor_rollout_ref.model.path", "model.path", "pretrain",
+                "model_name_or_path"):
         hit = _by_last(flat, (key,))
         if hit and isinstance(hit[1], str) and hit[1].strip():
             put("model", "name", hit[1].rstrip("/").rsplit("/", 1)[-1])

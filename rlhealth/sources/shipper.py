@@ -7,17 +7,17 @@ and a list in tests. Secrets are redacted by the readers before an event is buil
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 from rlhealth.schemas import EventBase, ShipperHeartbeat, Source
 from rlhealth.sources.follow import CaptureFollower
 
 
 def _utc_now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 @dataclass
@@ -49,7 +49,7 @@ class FolderShipper:
     def _send(self, event: EventBase) -> None:
         try:
             self.emit(event)
-        except Exception:  # noqa: BLE001 - a failed send is counted; the next tick re-reads nothing twice
+        except Exception:  # a failed send is counted; the next tick re-reads nothing twice
             self.counters.send_errors += 1
             raise
         self.counters.events_sent += 1

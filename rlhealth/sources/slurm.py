@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone, tzinfo
+from datetime import UTC, datetime, tzinfo
 
 from rlhealth.schemas.common import Source
 from rlhealth.schemas.events import AttemptRecord, JobState, JobStatePoll
 
-UTC = timezone.utc
 _LEG_ID_RE = re.compile(r"^(\d+)(?:_(\d+|\[[^\]]*\]))?(?:\+\d+)?$")
 
 _STATE_MAP: dict[str, JobState] = {

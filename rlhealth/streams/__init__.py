@@ -1,5 +1,6 @@
-"""Streaming side of rlhealth: the topic catalogue, the faust app, its tables, timers and agents.
+"""Streaming side of rlhealth: the faust app, its tables, timers and agents.
 
-Importing this package imports nothing heavy: `rlhealth.streams.topics` is plain data, and
-the faust app lives in its own module that is imported only by the worker command.
+Importing this package imports nothing heavy: the faust app lives in its own module that is
+imported only by the worker command. The topic catalogue is part of the wire contract
+(`rlhealth.schemas.topics`).
 """

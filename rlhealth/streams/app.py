@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import faust
 
-from rlhealth.streams.topics import TopicCatalog
+from rlhealth.schemas.topics import TopicCatalog
 
 DEFAULT_APP_ID = "rlhealth"
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ TimeMap = Callable[[datetime], datetime]
 
 def _map_times(obj: Any, fn: TimeMap) -> Any:
     if isinstance(obj, datetime):
-        return fn(obj if obj.tzinfo else obj.replace(tzinfo=timezone.utc))
+        return fn(obj if obj.tzinfo else obj.replace(tzinfo=UTC))
     if isinstance(obj, dict):
         return {k: _map_times(v, fn) for k, v in obj.items()}
     if isinstance(obj, list):
@@ -83,7 +83,7 @@ def rebased_events(
     captured_at: datetime,
     *,
     speed: float | None = None,
-    clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     sleep: Callable[[float], None] = time.sleep,
     stats: ReplayStats | None = None,
 ) -> Iterator[EventBase]:

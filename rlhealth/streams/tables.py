@@ -42,7 +42,7 @@ class PartitionedTable(faust.Table):
         super().__init__(app, **kwargs)
         self.key_partitions = {}
 
-    def share_partitions_with(self, other: "PartitionedTable") -> None:
+    def share_partitions_with(self, other: PartitionedTable) -> None:
         """Use one key -> partition map for co-partitioned tables keyed alike."""
         self.key_partitions = other.key_partitions
 
@@ -89,7 +89,7 @@ class VerdictBook:
                              "last": self.last.model_dump(mode="json") if self.last else None})
 
     @classmethod
-    def from_bytes(cls, data: bytes | None) -> "VerdictBook":
+    def from_bytes(cls, data: bytes | None) -> VerdictBook:
         if not data:
             return cls()
         obj = orjson.loads(data)

@@ -41,17 +41,17 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import faust
 from faust.types import TP
 
 from rlhealth.schemas import DeadLetter, EventDecodeError, decode_event, encode, job_key
+from rlhealth.schemas.topics import TopicCatalog
 from rlhealth.sinks.prometheus import Exporter
 from rlhealth.streams.app import DEFAULT_APP_ID, group_id, make_app
 from rlhealth.streams.tables import Tables, VerdictBook, make_tables
-from rlhealth.streams.topics import TopicCatalog
 
 log = logging.getLogger("rlhealth.worker")
 
@@ -107,7 +107,7 @@ class StreamWorker:
         self.catalog = settings.catalog
         self.core = core if core is not None else default_core()
         self.exporter = exporter or Exporter()
-        self.clock = clock or (lambda: datetime.now(timezone.utc))
+        self.clock = clock or (lambda: datetime.now(UTC))
         self.app: faust.App = make_app(settings.bootstrap, app_id=settings.app_id, catalog=self.catalog,
                                        web_port=settings.web_port, session_timeout_s=settings.session_timeout_s)
         self.group_id = group_id(settings.app_id, self.catalog)
@@ -264,7 +264,7 @@ class StreamWorker:
         try:
             fut = await self.dead_letter_topic.send(key=key, value=encode(record))
             await fut  # delivered before we move on: a record is never lost between "bad" and "kept"
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             log.error("could not publish a dead letter (%s): %r", record.reason, exc)
             raise
         if self.store is not None:
@@ -337,7 +337,7 @@ class StreamWorker:
             await self.judge_owned_jobs()
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # noqa: BLE001 - a failed tick is retried at the next one
+        except Exception as exc:  # a failed tick is retried at the next one
             self.exporter.verdicts_failed.inc()
             log.exception("judging failed: %r", exc)
 
@@ -352,7 +352,7 @@ class StreamWorker:
             await self._judge(keys)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self.exporter.verdicts_failed.inc()
             log.exception("judging jobs with news failed: %r", exc)
 
@@ -395,7 +395,7 @@ class StreamWorker:
                 verdict = self.core.judge(state, now)
                 self.exporter.update(self.core.metrics(state, now, last=verdict))
                 exported.append(job_id)
-            except Exception as exc:  # noqa: BLE001 - one job's failure must not stop the others
+            except Exception as exc:  # one job's failure must not stop the others
                 self.exporter.verdicts_failed.inc()
                 log.exception("judging job %s failed: %r", job_id, exc)
                 continue

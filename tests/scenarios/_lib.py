@@ -11,10 +11,9 @@ import json
 import random
 import shutil
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-UTC = timezone.utc
 ESC = "\x1b"
 
 

@@ -17,11 +17,31 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _lib import (  # noqa: E402
-    ESC, Capture, Log, TrialSpec, cr_progress, dt, gpu_csv, gpu_uuids, iso, loguru, ray_pfx, ray_py,
-    state_rows, tqdm_bar, v0_stats, v1_stats, vllm_033, vllm_proc_pfx, vllm_v0, vllm_v1, write_trial, pytest_stdout,
+from _lib import (
+    ESC,
+    Capture,
+    Log,
+    TrialSpec,
+    cr_progress,
+    dt,
+    gpu_csv,
+    gpu_uuids,
+    iso,
+    loguru,
+    pytest_stdout,
+    ray_pfx,
+    ray_py,
+    state_rows,
+    tqdm_bar,
+    v0_stats,
+    v1_stats,
+    vllm_033,
+    vllm_proc_pfx,
+    vllm_v0,
+    vllm_v1,
+    write_trial,
 )
-from _tasks import EASY, HARD, coherent_turns, hard_turns, hard_verifier, salad_turns  # noqa: E402
+from _tasks import EASY, HARD, coherent_turns, hard_turns, hard_verifier, salad_turns
 
 ROOT = Path(__file__).resolve().parent
 TD = timedelta
@@ -155,7 +175,7 @@ def build_slurm_verl_timeout_chain_healthy(root: Path):
     now = dt("2026-03-11T10:31:40")
     prev_id, run_id, next_id = "7713402", "7715518", "7715519"
     name = "grpo-q25-7b-dapo"
-    leg1_start, leg1_end = dt("2026-03-10T09:14:02"), dt("2026-03-11T09:14:21")
+    leg1_end = dt("2026-03-11T09:14:21")  # leg 1 started 2026-03-10T09:14:02
     leg2_start = dt("2026-03-11T09:16:47")
     cap.capture_json(run_id, "leonardo", "slurm", now)
     cap.write_text("sacct.txt", "\n".join([
@@ -466,7 +486,6 @@ def build_vllm033_remote_engines_healthy(root: Path):
     rng = cap.rng
     now = dt("2026-11-10T11:42:30")
     job = "rl-q3-30b-a3b-swe-h200"
-    start = now - M(190)
     cap.capture_json(job, "nebius", "kubernetes", now)
     cap.state_jsonl(state_rows(now - M(60), now - S(40), 60, rng, pods=3))
     trainer_pod, eng_pods = f"{job}-trainer-0", [f"{job}-vllm-0", f"{job}-vllm-1"]
@@ -497,7 +516,7 @@ def build_vllm033_remote_engines_healthy(root: Path):
         tw = now - M(35) + S(7)
         e.add(tw, tw.strftime("%Y-%m-%dT%H:%M:%S.%f") + "231Z " + vllm_033(tw, "EngineCore", 87, "INFO", "shm_broadcast.py:542",
               "No available shared memory broadcast block found in 60 seconds. This typically happens when some processes are hanging or doing some time-consuming work (e.g. compilation, weight/kv cache quantization)."))
-        for k in range(25):
+        for _ in range(25):
             ta = now - M(50) + S(rng.random() * 3000)
             e.add(ta, ta.strftime("%Y-%m-%dT%H:%M:%S.%f") + "411Z " +
                   f"(APIServer pid=1) INFO:     10.40.{i}.{rng.randint(10, 60)}:{rng.randint(30000, 60000)} - \"POST /v1/chat/completions HTTP/1.1\" 200 OK")
@@ -1437,7 +1456,7 @@ def build_verifier_timeouts_everywhere(root: Path):
     cap.write_text(f"logs/rl-q3-8b-pym2t-jz-{jid}.out", out.render(truncate_last=29))
     # SkyRL infra log (engines' stdout dup2'ed there, no Ray prefix); rotated/tail-copied, so it starts mid-line
     infra = Log()
-    for i in range(4):
+    for _ in range(4):
         engine_stats_v1(infra, "", now - M(14), now - S(2), rng, every=10,
                         gen=(900, 2600), run=(6, 20), wait=(0, 0), kv=(5, 25), prefix=(60, 80), file_line="loggers.py:118")
     cap.write_text("logs/infra-260707_091712.log", infra.render(head_cut=77))

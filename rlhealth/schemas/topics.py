@@ -1,6 +1,8 @@
 """The topic catalogue: which Kafka topic carries which event kind, and how each topic is configured.
 
-Pure data and no Kafka client (creating the topics is `rlhealth.sinks.kafka.ensure_topics`).
+Pure data and no Kafka client (creating the topics is `rlhealth.sinks.kafka.ensure_topics`). It sits
+with the wire contract so that the Kafka adapters in `rlhealth.sources` and `rlhealth.sinks` share it
+without importing the streaming layer above them.
 
 Rules the rest of the system relies on:
 
@@ -142,7 +144,7 @@ class TopicCatalog:
             raise ValueError(f"partitions must be >= 1, got {self.partitions}")
 
     @classmethod
-    def from_env(cls, prefix: str | None = None, partitions: int | None = None) -> "TopicCatalog":
+    def from_env(cls, prefix: str | None = None, partitions: int | None = None) -> TopicCatalog:
         return cls(
             prefix=env_prefix() if prefix is None else prefix,
             partitions=env_partitions() if partitions is None else partitions,
