@@ -6,12 +6,12 @@ from datetime import datetime
 
 from rlhealth.agents import ingest, verdict
 from rlhealth.agents.context import build_context
+from rlhealth.agents.findings import Finding, JobMetrics
 from rlhealth.agents.gate_liveness import gate_a
 from rlhealth.agents.gate_resources import gate_b
 from rlhealth.agents.gate_rollouts import gate_c
 from rlhealth.agents.restarts import restart_burn
 from rlhealth.agents.signals import Catalog
-from rlhealth.agents.findings import Finding, JobMetrics
 from rlhealth.agents.signatures import Classifier, RuleSet
 from rlhealth.agents.state import JobHealth
 from rlhealth.agents.throughput import ThroughputTable
@@ -26,7 +26,6 @@ from rlhealth.schemas import (
     TrialEvent,
     Verdict,
 )
-
 
 # Event kind -> the fold that applies it (LogBatch also needs the classifier, so it is handled apart).
 _FOLDS = {

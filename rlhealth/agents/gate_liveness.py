@@ -12,11 +12,11 @@ import statistics
 
 from rlhealth.agents import roles
 from rlhealth.agents.context import Context
+from rlhealth.agents.failures import TRANSIENT_CLASSES, failure_class_of
+from rlhealth.agents.gate_resources import collective_spin, spin_evidence
 from rlhealth.agents.reasons import Code, Culprit, GateResult, RestartResult
 from rlhealth.agents.rootcause import culprit_for, root_cause
 from rlhealth.agents.state import Ev, JobHealth, SignalStat
-from rlhealth.agents.failures import TRANSIENT_CLASSES, failure_class_of
-from rlhealth.agents.gate_resources import collective_spin, spin_evidence
 
 # Death lines too broad to call a wedge on their own (a caught exception is logged in healthy runs).
 _TAIL_EXCLUDED = frozenset({"python_exception"})

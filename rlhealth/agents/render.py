@@ -6,7 +6,7 @@ Wording can change here without touching a decision.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from rlhealth.agents.reasons import Code, GateResult, Reason, RestartResult
@@ -24,7 +24,7 @@ def age(seconds: float | None) -> str:
 def iso(ts: float | None) -> str:
     if ts is None:
         return "?"
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _poll(f: dict) -> str:
@@ -98,7 +98,7 @@ _SLOW = {
 }
 
 
-def gate_summary(g: GateResult) -> str:  # noqa: C901 - one branch per code, on purpose
+def gate_summary(g: GateResult) -> str:
     f, c = g.facts, g.code
     if c is None:
         return ""

@@ -210,7 +210,7 @@ class JobHealth(msgspec.Struct):
         return _ENCODER.encode(self)
 
     @staticmethod
-    def from_bytes(data: bytes) -> "JobHealth":
+    def from_bytes(data: bytes) -> JobHealth:
         state = _DECODER.decode(data)
         if state.v != STATE_VERSION:
             raise ValueError(f"state version {state.v} is not {STATE_VERSION}")

@@ -8,7 +8,7 @@ burned attempt is a family of its own (restart history). A terminal job is never
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from rlhealth.agents import render
 from rlhealth.agents.context import Context
@@ -25,7 +25,7 @@ def _ev_to_schema(ev: Ev) -> Evidence:
     if ev.file is not None or ev.topic is not None:
         ref = EvidenceRef(file=ev.file, file_offset=ev.offset, topic=ev.topic, partition=ev.partition,
                           offset=ev.kafka_offset)
-    when = datetime.fromtimestamp(ev.ts, timezone.utc) if ev.ts is not None else None
+    when = datetime.fromtimestamp(ev.ts, UTC) if ev.ts is not None else None
     return Evidence(source=ev.source[:200], event_time=when, text=ev.text[:4000], ref=ref, rule_id=ev.rule_id or None)
 
 
