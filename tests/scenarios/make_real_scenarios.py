@@ -500,7 +500,8 @@ def build_vllm_engine_dead_root_cause(root: Path):
     cap.write_text(f"gpu/{engine}.csv", gpu_csv(gpu_series(now - M(45), now - S(30), 120, rng, 8,
                    lambda tp, g: (h100_engine(rng) if g < 4 else (0, 0, 66.0)) if tp < t_d else (0, 0, 67 + rng.random() * 4)),
                    uu_e, 81559))
-    trials(cap, rng, now, n=8, job=job, model="Qwen3-14B", api_base=f"http://{engine}:8000/v1", first=now - M(110),
+    # the last trial finishes before the engine died (none can complete after it)
+    trials(cap, rng, now, n=7, job=job, model="Qwen3-14B", api_base=f"http://{engine}:8000/v1", first=now - M(110),
            every_s=600)
     cap.expected({
         "verdict_in": ["KILL"], "job_status_in": ["WEDGED"], "failing_gates": ["A"],
@@ -572,7 +573,7 @@ def build_sglang_rollout_server_dead(root: Path):
                    lambda tp, g: h100_busy(rng) if tp < t_c else (0, 59000 + rng.random() * 300, 108 + rng.random() * 9)), uu_t, 81559))
     cap.write_text(f"gpu/{server}.csv", gpu_csv(gpu_series(now - M(45), now - S(30), 120, rng, 8,
                    lambda tp, g: h100_engine(rng) if tp < t_c else (0, 0, 66 + rng.random() * 4)), uu_s, 81559))
-    trials(cap, rng, now, n=8, job=job, model="Qwen2.5-Coder-32B-Instruct", api_base=f"http://{server}:30000/v1",
+    trials(cap, rng, now, n=7, job=job, model="Qwen2.5-Coder-32B-Instruct", api_base=f"http://{server}:30000/v1",
            first=now - M(115), every_s=600)
     cap.expected({
         "verdict_in": ["KILL"], "job_status_in": ["WEDGED"], "failing_gates": ["A"],
