@@ -60,6 +60,11 @@ def check_expected(v: Verdict, expected: dict) -> list[str]:
     for rx in expected.get("next_steps_must_match", []):
         if not re.search(rx, steps):
             problems.append(f"next steps do not match {rx!r}")
+    for rx in expected.get("next_steps_must_not_match", []):
+        if re.search(rx, steps):
+            problems.append(f"next steps must not match {rx!r}")
+    if "escalate" in expected and v.escalate is not expected["escalate"]:
+        problems.append(f"escalate should be {expected['escalate']}, is {v.escalate}")
     return problems
 
 

@@ -23,6 +23,8 @@ VERIFIER_EXCEPTIONS = frozenset({"VerifierTimeoutError", "VerifierError", "Verif
 _CLASS_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("cuda_oom", re.compile(r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|out of memory", re.I)),
     ("host_oom", re.compile(r"OOMKilled|oom-kill|Killed process", re.I)),
+    ("checkpoint_write", re.compile(r"PytorchStreamWriter failed|failed writing file|No space left on device|"
+                                    r"Disk quota exceeded|unexpected pos \d+", re.I)),
     ("nccl_hang", re.compile(r"watchdog|NCCL|DistBackendError|collective operation timeout", re.I)),
     ("image_pull", re.compile(r"ImagePullBackOff|ErrImagePull", re.I)),
     ("hf_resolution", re.compile(r"huggingface|HFValidationError|RepositoryNotFound|LocalEntryNotFound|HTTPError: 5\d\d", re.I)),

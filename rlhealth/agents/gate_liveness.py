@@ -198,23 +198,33 @@ def _failing_tail(ctx: Context, lines: list[tuple[str, SignalStat]]) -> GateResu
     sc = state.sched
     silence_needed = (max(t.tail_cadence_factor * ctx.cadence_s, t.tail_default_silence_s) if ctx.cadence_s
                       else t.tail_default_silence_s)
-    silent: list[tuple[str, SignalStat, float]] = []
+    # Group the fault lines by the stream that printed them: the failing tail is the run of fault
+    # lines at a stream's end (watchdog stuck, then "terminating" minutes later), then nothing.
+    by_stream: dict[str, list[tuple[str, SignalStat]]] = {}
     for name, stat in lines:
-        if stat.last_ts is None:
+        if stat.last_ts is not None:
+            by_stream.setdefault(stat.stream, []).append((name, stat))
+    silent: list[tuple[str, SignalStat, float]] = []
+    grace = 120.0
+    for stream_key, items in sorted(by_stream.items()):
+        tail_ts = max(s.last_ts or 0.0 for _, s in items)
+        stream = state.streams.get(stream_key)
+        stream_last = stream.last_ts if stream is not None and stream.last_ts is not None else tail_ts
+        if stream_last > tail_ts + grace:
+            continue  # the stream kept printing after its last fault line
+        quiet = now - max(stream_last, tail_ts)
+        if quiet < silence_needed:
             continue
-        stream = state.streams.get(stat.stream)
-        stream_last = stream.last_ts if stream is not None and stream.last_ts is not None else stat.last_ts
-        role = stat.role or "other"
-        role_last = state.role_last_ts.get(role)
-        # The line's own stream and the role's progress both stopped right after it.
-        grace = 120.0
-        if stream_last > stat.last_ts + grace or (role_last is not None and role_last > stat.last_ts + grace):
-            continue
-        if role == roles.ENGINE and ctx.engines_generating:
-            continue  # other engines still generate: one engine's death is Gate B's business
-        quiet = now - max(stream_last, stat.last_ts)
-        if quiet >= silence_needed:
-            silent.append((name, stat, quiet))
+        for name, stat in items:
+            role = stat.role or "other"
+            role_last = state.role_last_ts.get(role)
+            if role_last is not None and role_last > tail_ts + grace:
+                continue  # that role made progress afterwards (elsewhere)
+            if role == roles.ENGINE and ctx.engines_generating:
+                continue  # other engines still generate: one engine's death is Gate B's business
+            if (stat.last_ts or 0.0) >= tail_ts - 3600.0:
+                silent.append((name, stat, quiet))
+    silent.sort(key=lambda x: (x[1].first_ts or x[1].last_ts or 0.0, x[0]))  # the first fault line leads
     if not silent:
         return None
     g = GateResult()

@@ -61,10 +61,10 @@ def gate_b(ctx: Context, a: GateResult) -> GateResult:
         g.facts["engine_s"] = None if ctx.latest_engine_ts is None else now - ctx.latest_engine_ts
         return g
 
-    # Non-finite loss is one family (training dynamics) however many lines repeat it: it escalates,
-    # and only kills together with independent evidence.
+    # Non-finite loss is a training-dynamics alarm, not one of the seed's hard FAILs: it escalates,
+    # however many lines repeat it, and a KILL needs independent evidence from the other gates.
     if state.metrics.nonfinite >= t.nonfinite_min_lines:
-        g.status, g.code = "FAIL", Code.NONFINITE
+        g.status, g.code, g.escalate = "UNKNOWN", Code.NONFINITE, True
         g.add(Code.NONFINITE, "training_dynamics", count=state.metrics.nonfinite)
         g.facts["count"] = state.metrics.nonfinite
         if state.metrics.nonfinite_ev:
@@ -134,27 +134,21 @@ def collective_spin(ctx: Context) -> dict | None:
     tr = state.trainer
     hosts, first, last, powers, utils = [], None, None, [], []
     for host, gh in sorted(state.gpus.items()):
-        if gh.role not in ("policy", "unknown") or len(gh.polls) < t.gpu_idle_polls:
+        if gh.role not in ("policy", "unknown", "mixed") or gh.spin_since is None or not gh.polls:
             continue
-        if gh.role == "unknown" and ctx.engines_recent:
-            continue  # without a role, only judge jobs whose GPUs cannot be engines
-        polls = gh.polls[-t.gpu_idle_polls:]
-        u = [r[1] for _, rs in polls for r in rs if r[1] is not None]
-        p = [r[4] for _, rs in polls for r in rs if r[4] is not None]
-        if not u or not p or min(u) < t.spin_util_pct or statistics.median(p) >= t.spin_power_w:
-            continue
+        if gh.role != "policy" and ctx.engines_generating:
+            continue  # GPUs that may be engines' are only judged when no engine generates
         hosts.append(host)
-        first = polls[0][0] if first is None else min(first, polls[0][0])
-        last = polls[-1][0] if last is None else max(last, polls[-1][0])
-        powers.extend(p)
-        utils.extend(u)
-    if not hosts or first is None or last is None or last - first < t.spin_min_s:
+        first = gh.spin_since if first is None else min(first, gh.spin_since)
+        last = gh.polls[-1][0] if last is None else max(last, gh.polls[-1][0])
+        utils.extend(r[1] for r in gh.polls[-1][1] if r[1] is not None)
+        powers.extend(r[4] for r in gh.polls[-1][1] if r[4] is not None)
+    if not hosts or first is None or last is None or last - first < t.spin_min_s or not utils or not powers:
         return None
-    no_step = tr.last_progress_ts is None or tr.last_progress_ts < first
-    if not no_step:
-        return None
+    if tr.last_progress_ts is not None and tr.last_progress_ts >= first:
+        return None  # a step completed while they read this way: real work at low clocks, not a spin
     return {"hosts": hosts, "util": statistics.median(utils), "power_w": statistics.median(powers),
-            "span_s": last - first, "no_step": no_step}
+            "span_s": last - first, "no_step": True}
 
 
 def spin_evidence(ctx: Context, spin: dict) -> list[Ev]:

@@ -17,6 +17,7 @@ from rlhealth.agents.failures import BENIGN_EXCEPTIONS, failure_class_of, is_con
 from rlhealth.agents.findings import Finding
 from rlhealth.agents.normalize import line_timestamp, peel_prefixes, peel_stripped, strip_ansi, timestamp_of_peeled
 from rlhealth.agents.signals import Catalog
+from rlhealth.agents.thresholds import DEFAULT as DEFAULT_THRESHOLDS
 from rlhealth.agents.signatures import Classifier, LineMatch, Rule
 from rlhealth.agents.state import (
     EVIDENCE_TEXT_CHARS,
@@ -457,12 +458,14 @@ def _trainer_metrics(state: JobHealth, f: dict, ts: float | None, ev: Ev) -> Non
         return
     hist = state.metrics
     seen: set[str] = set()
+    nonfinite_line = False
     pairs = _METRIC_PAIR_RE.findall(raw) or _BARE_PAIR_RE.findall(raw)
     for key, value in pairs:
         lk = key.lower().replace(" ", "_")
         v = float(value.replace("Infinity", "inf"))
         if not math.isfinite(v):
-            if "loss" in lk or "grad" in lk:
+            if ("loss" in lk or "grad" in lk) and not nonfinite_line:
+                nonfinite_line = True  # one line is one occurrence, however many fields it makes NaN
                 hist.nonfinite += 1
                 hist.nonfinite_ev = ev
             continue
@@ -520,6 +523,12 @@ def _python_exception(state: JobHealth, m: LineMatch, role: str, ts: float | Non
 # ------------------------------------------------------------------------------------------ other events
 
 
+# A poll whose every GPU reads at least this util while drawing under this power (thresholds.py
+# keeps the same numbers for the gates) continues a "spinning" run.
+SPIN_UTIL_PCT = DEFAULT_THRESHOLDS.spin_util_pct
+SPIN_POWER_W = DEFAULT_THRESHOLDS.spin_power_w
+
+
 def step_gpu_poll(state: JobHealth, poll: GpuPoll, now: datetime) -> None:
     host = poll.host
     gh = state.gpus.get(host)
@@ -536,6 +545,12 @@ def step_gpu_poll(state: JobHealth, poll: GpuPoll, now: datetime) -> None:
     if gh.polls and ts < gh.polls[-1][0]:
         return  # late duplicate; polls are kept in time order
     push_capped(gh.polls, (ts, readings), MAX_GPU_POLLS)
+    utils = [r[1] for r in readings if r[1] is not None]
+    powers = [r[4] for r in readings if r[4] is not None]
+    if utils and powers and min(utils) >= SPIN_UTIL_PCT and max(powers) < SPIN_POWER_W:
+        gh.spin_since = ts if gh.spin_since is None else gh.spin_since
+    else:
+        gh.spin_since = None
     for err in poll.errors[:4]:
         if err not in gh.errors:
             push_capped(gh.errors, err[:300], 4)

@@ -71,7 +71,10 @@ def restart_burn(ctx: Context) -> RestartResult:
     classes = {f[0] for f in failures}
     fps = {f[1] for f in failures}
     same = len(failures) >= 2 and "unknown" not in classes and (len(fps) == 1 or (len(classes) == 1 and "other" not in classes))
-    if (dead_now or ctx.terminal) and same:
+    # Two or more burned attempts that died the same way are deterministic even while a retry runs:
+    # the retry will reproduce it (the deep probe's restart-burn corroboration).
+    prior_same = len([f for f in failures if f[2] is None or sc.attempt is None or f[2] != sc.attempt]) >= 2
+    if same and (dead_now or ctx.terminal or prior_same):
         r.same_failure, r.code = True, "same"
         r.failure_class = failures[0][0]
         r.failure_text = failures[-1][3].text.split(": ", 1)[-1][:200]

@@ -87,6 +87,9 @@ class GpuHost(msgspec.Struct):
     )
     errors: list[str] = msgspec.field(default_factory=list)
     app_names: list[str] = msgspec.field(default_factory=list)
+    # First poll of the current run of polls with every GPU pinned at high util on near-idle power
+    # (collectives spinning); None when the latest poll broke the run.
+    spin_since: float | None = None
 
 
 class TracebackRec(msgspec.Struct):

@@ -114,7 +114,7 @@ def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: Restart
         doomed = r.same_failure is True
         if ctx.blind:
             verdict, confidence, escalate = "NO-KILL", "low", True
-        elif (fails or doomed) and len(families) >= MIN_KILL_FAMILIES:
+        elif doomed or (fails and len(families) >= MIN_KILL_FAMILIES):
             verdict = "KILL"
             confidence = "high" if len(families) >= 3 or doomed else "medium"
         elif fails or doomed:
