@@ -217,7 +217,7 @@ def _engines(ctx: Context, g: GateResult, eager: bool | None) -> GateResult:
             g.add(Code.KV_SATURATED, "engine_queue", kv=kv)
         g.facts.update(n=len(starving), total=len(per), waiting=worst[3], running=worst[2], span_s=worst[4],
                        gen=worst[1], floor_tps=floor.floor_for(worst[2], worst[3]) if floor else None, kv=kv,
-                       preemptions=bool(state.signals.get("vllm_preemption")))
+                       preemptions=bool(ctx.signals("engine_pressure")))
         engine_evidence(state, g, [p[0] for p in starving])
         return g
     if floored and len(floored) >= max(1, len(per) // 2):
@@ -250,6 +250,8 @@ def _engines(ctx: Context, g: GateResult, eager: bool | None) -> GateResult:
         g.add(Code.RESIDENT_IDLE, "gpu_poll", hosts=[h for h, _ in idle])
         g.add(Code.ENGINE_NO_STATS, "progress_stall", engines=[h for h, _ in idle])
         g.evidence.extend(ev for _, ev in idle)
+        for _, stat in ctx.signals("engine_up")[:1]:
+            g.evidence.extend(stat.evidence[:1])  # the engines did announce themselves ready
         g.culprit = Culprit(roles.ENGINE, idle[0][0], idle[0][0], "engine GPUs resident at 0 % with no stats")
         return g
     silent_for = now - ctx.latest_engine_ts if ctx.latest_engine_ts is not None else 0.0

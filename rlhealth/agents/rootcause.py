@@ -67,6 +67,12 @@ def root_cause(ctx: Context) -> RootCause:
                     rc.evidence.append(stat.evidence[-1])
                     rc.culprit = culprit_for(ctx, stat, ctx.catalog.decl(name))
                     return rc
+        # Only consequences were logged (torchrun closing workers, TCPStore broken pipes): show one,
+        # labelled as such, rather than naming it the cause.
+        for name, stat in ctx.signals("fallout")[:1]:
+            if stat.evidence:
+                rc.evidence.append(Ev(stat.evidence[-1].ts, stat.evidence[-1].source,
+                                      f"(a consequence, not the cause) {stat.evidence[-1].text}"))
     return rc
 
 

@@ -216,20 +216,24 @@ def list_rules(fmt: str, rules_dirs: tuple[str, ...]) -> None:
 @click.argument("dirs", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--only", is_flag=True, help="Check only DIRs (not the shipped packs).")
 def check(dirs: tuple[Path, ...], only: bool) -> None:
-    """Check the shipped packs plus DIRs: compile in every engine, run the examples."""
+    """Check the shipped packs plus DIRs: compile in every engine, run the examples, and check that
+    every signal a rule emits is declared (role, family, effect) with an effect the core consumes."""
+    from rlhealth.agents.signals import check_catalog
+    from rlhealth.rules.catalog import load_catalog
     from rlhealth.rules.loader import check_rules, load_rules
 
     try:
         rs = load_rules(list(dirs), include_shipped=not only)
+        catalog = load_catalog(list(dirs))
     except (ValueError, OSError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
-    problems = check_rules(rs)
+    problems = check_rules(rs) + check_catalog(catalog, [(r.id, r.signal) for r in rs.rules])
     for p in problems:
         click.echo(p)
     n_ex = sum(len(r.match) + len(r.no_match) for r in rs.rules)
-    click.echo(f"{len(rs.rules)} rules, {len(rs.versions)} packs, {n_ex} examples, "
-               f"{len(problems)} problems", err=True)
+    click.echo(f"{len(rs.rules)} rules, {len(rs.versions)} packs, {n_ex} examples, {len(catalog.signals)} "
+               f"declared signals, {len(problems)} problems", err=True)
     if problems:
         sys.exit(1)
 
