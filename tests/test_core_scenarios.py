@@ -223,7 +223,9 @@ def test_nonfinite_loss_sustained_fails_gate_b(core) -> None:
         job.log(m, [f"{P} {loguru_ts(at(m))} | INFO     | skyrl_train.trainer:_log_metrics_stdout:1965 - WANDB_MIRROR "
                     f"kind=train step={20 + i} metrics={{\"policy/policy_loss\": NaN, \"policy/grad_norm\": NaN}}"])
     v = job.judge(121)
-    assert v.gates.B.status == "FAIL" and "NaN" in v.gates.B.summary
+    # A training-dynamics alarm on its own: escalate, never a KILL (one evidence family).
+    assert v.gates.B.codes[0] == "B.nonfinite_loss" and v.gates.B.status == "UNKNOWN" and "NaN" in v.gates.B.summary
+    assert (v.verdict, v.escalate) == ("NO-KILL", True)
 
 
 def test_hung_engine_one_zero_line_then_silence(core) -> None:

@@ -36,7 +36,8 @@ class Context:
     terminal: bool
     blind: str | None  # why the monitor itself cannot see (shipper silent), if so
 
-    def signals(self, effect: str, attempt: int | None = None, since: float | None = None) -> list[tuple[str, SignalStat]]:
+    def signals(self, effect: str, attempt: int | None = None,
+                since: float | None = None) -> list[tuple[str, SignalStat]]:
         """(signal, stat) of every declared signal with `effect` seen (in `attempt`, after `since`), newest first."""
         return latest_signals(self.state, self.catalog.names(effect), attempt, since)
 

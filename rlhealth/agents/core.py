@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 from rlhealth.agents import ingest, verdict
 from rlhealth.agents.context import build_context
@@ -28,7 +30,7 @@ from rlhealth.schemas import (
 )
 
 # Event kind -> the fold that applies it (LogBatch also needs the classifier, so it is handled apart).
-_FOLDS = {
+_FOLDS: dict[type[EventBase], Callable[[JobHealth, Any, datetime], None]] = {
     GpuPoll: ingest.step_gpu_poll,
     TrialEvent: ingest.step_trial,
     JobStatePoll: ingest.step_job_state,
@@ -101,7 +103,8 @@ class HealthCore:
             trials_nonzero_reward_ratio=(t.nonzero_rewards / t.completed) if t.completed else None,
             nccl_watchdog_hits_total=count(*self.catalog.names("hang")),
             oom_events_total=count(*self.catalog.names("oom")),
-            ray_worker_deaths_total=count(*(n for n in self.catalog.names("death") if self.catalog.signals[n].role == "ray")),
+            ray_worker_deaths_total=count(*(n for n in self.catalog.names("death")
+                                            if self.catalog.signals[n].role == "ray")),
             restarts_burned=r.burned,
             restarts_max=r.max,
             gate_status={k: getattr(last.gates, k).status for k in "ABC"} if last else {},

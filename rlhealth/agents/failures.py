@@ -9,7 +9,9 @@ from __future__ import annotations
 import re
 
 # Exception types that are trial-level passthroughs in healthy runs, never a job death by themselves.
-BENIGN_EXCEPTIONS = frozenset({"ContextLengthExceededError", "AgentTimeoutError", "CancelledError", "KeyboardInterrupt"})
+BENIGN_EXCEPTIONS = frozenset({
+    "ContextLengthExceededError", "AgentTimeoutError", "CancelledError", "KeyboardInterrupt",
+})
 
 # Trial exceptions that mean the environment/infra failed, not the model.
 INFRA_EXCEPTIONS = frozenset({
@@ -18,7 +20,9 @@ INFRA_EXCEPTIONS = frozenset({
     "DockerError", "EnvironmentError", "RuntimeEnvSetupError",
 })
 
-VERIFIER_EXCEPTIONS = frozenset({"VerifierTimeoutError", "VerifierError", "VerifierOutputParseError", "RewardFileNotFoundError"})
+VERIFIER_EXCEPTIONS = frozenset({
+    "VerifierTimeoutError", "VerifierError", "VerifierOutputParseError", "RewardFileNotFoundError",
+})
 
 _CLASS_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("cuda_oom", re.compile(r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|out of memory", re.I)),
@@ -27,7 +31,8 @@ _CLASS_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
                                     r"Disk quota exceeded|unexpected pos \d+", re.I)),
     ("nccl_hang", re.compile(r"watchdog|NCCL|DistBackendError|collective operation timeout", re.I)),
     ("image_pull", re.compile(r"ImagePullBackOff|ErrImagePull", re.I)),
-    ("hf_resolution", re.compile(r"huggingface|HFValidationError|RepositoryNotFound|LocalEntryNotFound|HTTPError: 5\d\d", re.I)),
+    ("hf_resolution", re.compile(r"huggingface|HFValidationError|RepositoryNotFound|LocalEntryNotFound|"
+                                 r"HTTPError: 5\d\d", re.I)),
     ("preempted", re.compile(r"preempt|evict|NodeLost|node.*(drain|lost)", re.I)),
     ("ray_death", re.compile(r"ActorDiedError|RayActorError|worker died|SYSTEM_ERROR", re.I)),
     ("engine_dead", re.compile(r"EngineDeadError|EngineCore encountered", re.I)),
@@ -59,7 +64,8 @@ CONSEQUENCE_EXCEPTIONS = frozenset({
     "RayActorError", "ActorUnavailableError", "ChildFailedError", "DistBackendError", "CancelledError",
     "BrokenPipeError", "ConnectionResetError", "KeyboardInterrupt", "SystemExit", "WorkerCrashedError",
 })
-_CONSEQUENCE_MESSAGE = re.compile(r"stack trace (?:\(?above\)?|above)|root cause above|see (?:the )?(?:logs|error) above|"
+_CONSEQUENCE_MESSAGE = re.compile(r"stack trace (?:\(?above\)?|above)|root cause above|"
+                                  r"see (?:the )?(?:logs|error) above|"
                                   r"above for the root cause|initialization failed\. See", re.I)
 
 

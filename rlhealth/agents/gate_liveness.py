@@ -52,7 +52,8 @@ def gate_a(ctx: Context, restarts: RestartResult) -> GateResult:
         g.facts.update(tb_ts=tb.ts, exc=tb.exc_type, message=tb.message[:160],
                        since_s=None if tb.ts is None else now - tb.ts, freshness=freshness_facts(ctx))
         # The traceback's last line is often the OOM / NCCL line another rule also tagged: one family.
-        family = {"cuda_oom": "oom_log", "host_oom": "oom_log", "nccl_hang": "hang_log"}.get(tb.failure_class, "fatal_log")
+        family = {"cuda_oom": "oom_log", "host_oom": "oom_log",
+                  "nccl_hang": "hang_log"}.get(tb.failure_class, "fatal_log")
         g.add(Code.FATAL_TB_LINE, family, exc=tb.exc_type)
         g.add(Code.TRAINER_FROZEN, "progress_stall", since_s=ctx.trainer_since_s)
         g.evidence.append(Ev(tb.ts, tb.stream, tb.text, "traceback"))
@@ -155,7 +156,7 @@ def _terminal(ctx: Context, g: GateResult, restarts: RestartResult) -> GateResul
 
 def _wedged(ctx: Context, g: GateResult, hang: list[tuple[str, SignalStat]],
             deaths: list[tuple[str, SignalStat]], spin: dict | None) -> GateResult:
-    state, tr = ctx.state, ctx.state.trainer
+    tr = ctx.state.trainer
     g.status, g.job_status, g.code = "FAIL", "WEDGED", Code.WEDGED
     labels_h = sorted({ctx.catalog.label(n) for n, _ in hang})
     labels_d = sorted({ctx.catalog.label(n) for n, _ in deaths})
@@ -188,7 +189,8 @@ def _wedged(ctx: Context, g: GateResult, hang: list[tuple[str, SignalStat]],
         g.cause = _cause_of(ctx, hang, deaths, g.culprit)
     else:
         g.cause = "collective_spin"
-        g.culprit = Culprit(roles.TRAINER, ", ".join(spin["hosts"][:2]) if spin else "", None, "GPUs spinning at idle power")
+        g.culprit = Culprit(roles.TRAINER, ", ".join(spin["hosts"][:2]) if spin else "", None,
+                            "GPUs spinning at idle power")
     return g
 
 
@@ -285,10 +287,11 @@ def policy_gpus_idle(ctx: Context) -> tuple[list[str], list[Ev]]:
         if utils and max(utils) <= t.gpu_idle_util_pct and mems and \
                 statistics.median(m / tt for m, tt in mems) > t.gpu_resident_mem_ratio:
             hosts.append(host)
-            evidence.append(Ev(recent[-1][0], f"gpu/{host}", f"policy pod {host}: {len(recent[-1][1])} GPUs at "
-                                                              f"{max(utils):.0f}% util (max over last {len(recent)} polls) "
-                                                              f"with {statistics.median(m for m, _ in mems) / 1024:.0f} "
-                                                              f"GiB resident"))
+            evidence.append(Ev(recent[-1][0], f"gpu/{host}",
+                               f"policy pod {host}: {len(recent[-1][1])} GPUs at "
+                               f"{max(utils):.0f}% util (max over last {len(recent)} polls) "
+                               f"with {statistics.median(m for m, _ in mems) / 1024:.0f} "
+                               f"GiB resident"))
     return hosts, evidence
 
 

@@ -11,7 +11,7 @@ import re
 import statistics
 
 from rlhealth.agents import roles
-from rlhealth.agents.context import Context
+from rlhealth.agents.context import Context, EngineBucket
 from rlhealth.agents.failures import failure_class_of
 from rlhealth.agents.reasons import Code, Culprit, GateResult
 from rlhealth.agents.rootcause import causal_traceback, culprit_for, hardware_node
@@ -19,6 +19,9 @@ from rlhealth.agents.state import Ev, JobHealth
 
 _GPU_LOST_RE = re.compile(r"fallen off the bus|GPU is lost|requires reset|Unable to determine the device handle|"
                           r"No devices were found|Unknown Error", re.I)
+
+# Per engine: (id, generation tok/s, running, waiting, span s, starving share, recent buckets), medians over the window.
+_EngineRow = tuple[str, float, float, float, float, float, list[EngineBucket]]
 
 
 def gate_b(ctx: Context, a: GateResult) -> GateResult:
@@ -81,7 +84,8 @@ def gate_b(ctx: Context, a: GateResult) -> GateResult:
             g.add(Code.TRAINER_FROZEN_B, "progress_stall", span_s=spin["span_s"])
         g.evidence.extend(spin_evidence(ctx, spin))
         g.cause = "collective_spin"
-        g.culprit = Culprit(roles.TRAINER, ", ".join(spin["hosts"][:2]), spin["hosts"][0], "GPUs spinning at idle power")
+        g.culprit = Culprit(roles.TRAINER, ", ".join(spin["hosts"][:2]), spin["hosts"][0],
+                            "GPUs spinning at idle power")
         return g
 
     dead = _engine_dead(ctx)
@@ -98,7 +102,8 @@ def _hardware(ctx: Context, g: GateResult) -> bool:
     state = ctx.state
     lines = [(n, s) for n, s in ctx.signals("hardware") if n != "xid"]
     node = hardware_node(ctx)
-    lost_polls = [(host, err) for host, gh in sorted(state.gpus.items()) for err in gh.errors if _GPU_LOST_RE.search(err)]
+    lost_polls = [(host, err) for host, gh in sorted(state.gpus.items()) for err in gh.errors
+                  if _GPU_LOST_RE.search(err)]
     app_xids = sorted({code for _, _, code, _ in state.xids
                        if (e := ctx.catalog.xid.get(code)) is not None and e.blame != "hardware"})
     g.facts["app_xids"] = app_xids
@@ -132,7 +137,11 @@ def collective_spin(ctx: Context) -> dict | None:
     """Policy GPUs pinned near 100 % util at near-idle power across polls while no step completes."""
     state, t = ctx.state, ctx.t
     tr = state.trainer
-    hosts, first, last, powers, utils = [], None, None, [], []
+    hosts: list[str] = []
+    first: float | None = None
+    last: float | None = None
+    powers: list[float] = []
+    utils: list[float] = []
     for host, gh in sorted(state.gpus.items()):
         if gh.role not in ("policy", "unknown", "mixed") or gh.spin_since is None or not gh.polls:
             continue
@@ -164,7 +173,8 @@ def _engine_dead(ctx: Context) -> GateResult | None:
     """An engine logged its death and printed no stats since, while other engines still generate."""
     state, t = ctx.state, ctx.t
     deaths = [(n, s) for n, s in ctx.signals("death", ctx.current_attempt)
-              if (s.role == roles.ENGINE or (not s.role and (d := ctx.catalog.decl(n)) is not None and d.role == roles.ENGINE))]
+              if (s.role == roles.ENGINE
+                  or (not s.role and (d := ctx.catalog.decl(n)) is not None and d.role == roles.ENGINE))]
     if not deaths or not ctx.engines_generating:
         return None
     name, stat = deaths[0]
@@ -177,7 +187,8 @@ def _engine_dead(ctx: Context) -> GateResult | None:
     g = GateResult(status="FAIL", code=Code.ENGINE_DEAD, cause="engine_dead")
     tb = causal_traceback(state.tracebacks, ctx.current_attempt)
     cause_text = f"{tb.exc_type}: {tb.message}" if tb is not None and tb.role == roles.ENGINE else ""
-    g.facts.update(engines=stopped[:3], working=len(ctx.engines_recent), label=ctx.catalog.label(name), cause=cause_text)
+    g.facts.update(engines=stopped[:3], working=len(ctx.engines_recent), label=ctx.catalog.label(name),
+                   cause=cause_text)
     g.add(Code.ENGINE_DEATH_LINE, "fatal_log", label=ctx.catalog.label(name))
     g.add(Code.ENGINE_NO_STATS, "progress_stall", engines=stopped[:3])
     g.evidence.extend(stat.evidence[-2:])
@@ -190,14 +201,14 @@ def _engine_dead(ctx: Context) -> GateResult | None:
 
 def _engines(ctx: Context, g: GateResult, eager: bool | None) -> GateResult:
     state, now, t, floor = ctx.state, ctx.now, ctx.t, ctx.floor
-    per = []
+    per: list[_EngineRow] = []
     for eid, window in ctx.engines_recent.items():
         gen = statistics.median(s[1] for s in window)
         run = statistics.median(s[3] for s in window)
         wait = statistics.median(s[4] for s in window)
         span = window[-1][0] - window[0][0]
-        starving = sum(1 for s in window if s[4] > max(2.0 * s[3], 4.0)) / len(window)
-        per.append((eid, gen, run, wait, span, starving, window))
+        starving_share = sum(1 for s in window if s[4] > max(2.0 * s[3], 4.0)) / len(window)
+        per.append((eid, gen, run, wait, span, starving_share, window))
     geo = ctx.spec.get("geometry") or {}
     shape = {"engines": len(per), "expected": geo.get("num_inference_engines"), "gen": sum(p[1] for p in per),
              "running": sum(p[2] for p in per), "waiting": sum(p[3] for p in per),
@@ -205,8 +216,10 @@ def _engines(ctx: Context, g: GateResult, eager: bool | None) -> GateResult:
              "floor": None if floor is None else (floor.awful_tps, floor.label),
              "gpu": (ctx.spec.get("hardware") or {}).get("gpu") or "unknown GPU"}
     g.facts["shape"] = shape
-    starving = [p for p in per if p[5] >= t.starving_share_ratio and p[4] >= t.starving_span_s and p[3] > max(2 * p[2], 4)]
-    floored = [p for p in per if floor and p[2] >= 1 and p[4] >= t.floored_span_s and p[1] < floor.floor_for(p[2], p[3])]
+    starving = [p for p in per
+                if p[5] >= t.starving_share_ratio and p[4] >= t.starving_span_s and p[3] > max(2 * p[2], 4)]
+    floored = [p for p in per
+               if floor and p[2] >= 1 and p[4] >= t.floored_span_s and p[1] < floor.floor_for(p[2], p[3])]
     if starving and (not floor or any(p in floored for p in starving) or _flat(starving, t.flat_rise_ratio)):
         g.status, g.code, g.cause = "FAIL", Code.STARVATION, "starvation"
         worst = max(starving, key=lambda p: p[3])
@@ -295,7 +308,8 @@ def resident_idle_engines(ctx: Context) -> list[tuple[str, Ev]]:
             continue
         ts = polls[-1][0]
         out.append((host, Ev(ts, f"gpu/{host}", f"engine pod {host}: GPUs at {max(utils):.0f}% util across "
-                                                f"{len(polls)} polls with {statistics.median(m for m, _ in mems) / 1024:.0f} "
+                                                f"{len(polls)} polls with "
+                                                f"{statistics.median(m for m, _ in mems) / 1024:.0f} "
                                                 f"GiB resident, and no engine stats line from it since start-up")))
     return out
 
@@ -310,7 +324,8 @@ def _gpu_view(ctx: Context, g: GateResult) -> GateResult:
         utils = [u for _, rs in gh.polls[-3:] for (_, u, _, _, _) in rs if u is not None]
         if not utils:
             continue
-        if gh.role in ("engine", "mixed") and len(gh.polls) >= t.gpu_idle_polls and max(utils) <= t.gpu_engine_idle_util_pct:
+        if (gh.role in ("engine", "mixed") and len(gh.polls) >= t.gpu_idle_polls
+                and max(utils) <= t.gpu_engine_idle_util_pct):
             idle_engine_hosts.append(host)
         elif max(utils) > t.gpu_idle_util_pct:
             busy.append(host)
@@ -372,7 +387,7 @@ def fail_slow_gate(g: GateResult, slow: list[tuple[str, dict]]) -> GateResult:
     return g
 
 
-def _flat(per: list, rise_ratio: float) -> bool:
+def _flat(per: list[_EngineRow], rise_ratio: float) -> bool:
     """Throughput not rising over the window on every starving engine."""
     for p in per:
         window = p[6]

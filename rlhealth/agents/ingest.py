@@ -17,7 +17,6 @@ from rlhealth.agents.failures import BENIGN_EXCEPTIONS, failure_class_of, is_con
 from rlhealth.agents.findings import Finding
 from rlhealth.agents.normalize import line_timestamp, peel_prefixes, peel_stripped, strip_ansi, timestamp_of_peeled
 from rlhealth.agents.signals import Catalog
-from rlhealth.agents.thresholds import DEFAULT as DEFAULT_THRESHOLDS
 from rlhealth.agents.signatures import Classifier, LineMatch, Rule
 from rlhealth.agents.state import (
     EVIDENCE_TEXT_CHARS,
@@ -47,11 +46,14 @@ from rlhealth.agents.state import (
     TracebackRec,
     push_capped,
 )
+from rlhealth.agents.thresholds import DEFAULT as DEFAULT_THRESHOLDS
 from rlhealth.agents.tracebacks import fingerprint
 from rlhealth.schemas import GpuPoll, JobEnded, JobSpec, JobStatePoll, LogBatch, ShipperHeartbeat, TrialEvent
 
 # Kinds whose matches become findings (kept as forensic evidence); metric/progress lines are too many.
-FINDING_KINDS = frozenset({"death", "wedge", "oom", "nccl", "engine", "ray", "hardware", "infra", "config", "weight_sync"})
+FINDING_KINDS = frozenset({
+    "death", "wedge", "oom", "nccl", "engine", "ray", "hardware", "infra", "config", "weight_sync",
+})
 # Trainer phases that count as progress when they start or finish.
 PROGRESS_SIGNALS = frozenset({"timer_start", "timer_finish", "trainer_step", "trainer_metrics", "reward_summary"})
 
@@ -70,7 +72,8 @@ def lines_before_match(rule: Rule) -> int:
     """How many lines before a match of `rule` step_log_batch reads whatever their timestamps."""
     return TRACEBACK_LOOKBACK_LINES if rule.signal == "python_exception" else 0
 
-_FATAL_CONTEXT_RE = re.compile(r"Error executing job|RayTaskError|Traceback \(most recent call last\)|Fatal Python error")
+_FATAL_CONTEXT_RE = re.compile(r"Error executing job|RayTaskError|Traceback \(most recent call last\)|"
+                               r"Fatal Python error")
 _FRAME_RE = re.compile(r'File "([^"]+)", line \d+, in (\S+)')
 
 
@@ -432,7 +435,8 @@ def _trainer_progress(state: JobHealth, sig: str, f: dict, ts: float | None, ev:
 # Unquoted "key:value" (verl " - actor/entropy:0.5") and "key: value |" (Megatron "lm loss: 2.1E+00 |").
 _BARE_PAIR_RE = re.compile(r"(?:^|[\s|{,])([A-Za-z][\w/.\-]*(?: [a-z][\w/.\-]*)?)\s*:\s*"
                            r"(-?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+)|-?(?:nan|NaN|inf|Infinity))(?=\s*(?:\||-\s|,|\}|$))")
-_METRIC_PAIR_RE = re.compile(r"""['"]([\w/.\-]+)['"]\s*:\s*(-?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+)|-?(?:nan|NaN|inf|Infinity))""")
+_METRIC_PAIR_RE = re.compile(r"""['"]([\w/.\-]+)['"]\s*:\s*"""
+                             r"(-?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+)|-?(?:nan|NaN|inf|Infinity))")
 
 
 def _as_int(v: object) -> int | None:
@@ -674,7 +678,8 @@ def step_job_state(state: JobHealth, poll: JobStatePoll, now: datetime) -> None:
             if reason in sc.pod_reasons or len(sc.pod_reasons) < 16:
                 sc.pod_reasons[reason] = sc.pod_reasons.get(reason, 0) + 1
                 if reason not in sc.pod_reason_examples:
-                    text = f"pod {pod.name}: {reason}" + (f" (exit {pod.exit_code})" if pod.exit_code is not None else "") \
+                    text = f"pod {pod.name}: {reason}" \
+                        + (f" (exit {pod.exit_code})" if pod.exit_code is not None else "") \
                         + (f", restarts={pod.restart_count}" if pod.restart_count else "")
                     sc.pod_reason_examples[reason] = Ev(ts, "pods", _clip(text, 300))
 

@@ -88,13 +88,15 @@ def _culprit(g: GateResult) -> str:
 
 _SLOW = {
     "step_rate_down": lambda f: (f"step rate down >= 25% for 3 steps (last 3 steps took "
-                                 f"{', '.join(f'{x:.0f}' for x in f['recent'])} s vs the job's median {f['base']:.0f} s)"),
+                                 f"{', '.join(f'{x:.0f}' for x in f['recent'])} s vs the job's median "
+                                 f"{f['base']:.0f} s)"),
     "generation_down": lambda f: (f"generation throughput down >= 25% for 15 min (aggregate generation "
-                                  f"{', '.join(f'{x:,.0f}' for x in f['recent'])} tok/s over the last 15 min vs the job's "
-                                  f"median {f['base']:,.0f} tok/s with requests running)"),
+                                  f"{', '.join(f'{x:,.0f}' for x in f['recent'])} tok/s over the last 15 min vs the "
+                                  f"job's median {f['base']:,.0f} tok/s with requests running)"),
     "grad_explosion": lambda f: (f"grad-norm explosion (grad norm {f['recent'][0]:.3g}, {f['recent'][1]:.3g} vs median "
                                  f"{f['base']:.3g})"),
-    "entropy_collapse": lambda f: f"entropy collapse (policy entropy {f['recent'][0]:.3g} vs an early median {f['base']:.3g})",
+    "entropy_collapse": lambda f: (f"entropy collapse (policy entropy {f['recent'][0]:.3g} vs an early median "
+                                   f"{f['base']:.3g})"),
 }
 
 
@@ -105,16 +107,16 @@ def gate_summary(g: GateResult) -> str:
     if c == Code.BLIND_SHIPPER:
         return f"monitor is blind: shipper(s) {f['shippers']} stopped heartbeating; the job's silence cannot be judged"
     if c == Code.BLIND_NO_DATA:
-        return (f"no data at all for {age(f['silent_s'])} (newest event {iso(f['newest_ts'])}; {_poll(f)}): the monitor "
-                f"cannot see the job, which is not the same as the job being silent")
+        return (f"no data at all for {age(f['silent_s'])} (newest event {iso(f['newest_ts'])}; {_poll(f)}): the "
+                f"monitor cannot see the job, which is not the same as the job being silent")
     if c == Code.TERMINAL:
         nature = {"deterministic": "deterministic (the same failure on every attempt)",
                   "transient": "transient (relaunch-worthy)", "not_transient": "not shown to be transient"}[f["nature"]]
         return f"TERMINAL: {_poll(f)}; root cause: {f['root'] or 'no traceback captured'} — {nature}.{_culprit(g)}"
     if c == Code.FATAL_TRACEBACK:
-        return (f"{_poll(f)}, but the trainer died at {iso(f['tb_ts'])} with {f['exc']}: {f['message']} and has made no "
-                f"progress since ({age(f['since_s']) if f['since_s'] is not None else '?'}); pods still hold their GPUs. "
-                f"{_fresh(f.get('freshness'))}")
+        return (f"{_poll(f)}, but the trainer died at {iso(f['tb_ts'])} with {f['exc']}: {f['message']} and has made "
+                f"no progress since ({age(f['since_s']) if f['since_s'] is not None else '?'}); pods still hold their "
+                f"GPUs. {_fresh(f.get('freshness'))}")
     if c == Code.PENDING:
         return f"{_poll(f)}: waiting for admission/scheduling; nothing to judge yet"
     if c == Code.NO_VIEW:
@@ -157,7 +159,8 @@ def gate_summary(g: GateResult) -> str:
         return f"{_poll(f)}; no trainer progress lines recognised and logs are not fresh"
     if c == Code.NO_PROGRESS_FORMAT:
         earlier = f"; earlier {', '.join(f['earlier'])} seen" if f.get("earlier") else ""
-        return f"{_poll(f)}; logs fresh but no trainer progress lines recognised yet. {_fresh(f.get('freshness'))}{earlier}"
+        return (f"{_poll(f)}; logs fresh but no trainer progress lines recognised yet. "
+                f"{_fresh(f.get('freshness'))}{earlier}")
     if c == Code.ALIVE:
         out = f"ALIVE: {_poll(f)}; {_fresh(f.get('freshness'))}"
         if f.get("earlier"):
@@ -168,7 +171,8 @@ def gate_summary(g: GateResult) -> str:
         return "job is terminal: GPU polls and engine stats are historical" + (
             f"; last engine stats {age(f['engine_s'])} ago" if f.get("engine_s") is not None else "")
     if c == Code.GPU_HARDWARE:
-        app = f"; application Xids seen but not blamed on the node: {', '.join(map(str, f['app_xids']))}" if f.get("app_xids") else ""
+        app = (f"; application Xids seen but not blamed on the node: {', '.join(map(str, f['app_xids']))}"
+               if f.get("app_xids") else "")
         return (f"GPU hardware fault on {f['node'] or 'a node'}: {', '.join(f['labels']) or 'GPU lost from nvidia-smi'}"
                 + "".join(f"; nvidia-smi lost GPUs on {', '.join(r.facts['hosts'])}" for r in g.reasons
                           if r.code == Code.GPU_LOST_POLL) + app + ". Cordon and drain the node.")
@@ -187,12 +191,12 @@ def gate_summary(g: GateResult) -> str:
                 f"{f['working']} other engine(s) still generate{cause}.{_culprit(g)}")
     if c == Code.STARVATION:
         floor = f" (below the {f['floor_tps']:,.0f} tok/s floor)" if f.get("floor_tps") else ""
-        extra = [f"KV cache up to {f['kv']:.1f}%"] if f["kv"] >= 95 else []
+        extras = [f"KV cache up to {f['kv']:.1f}%"] if f["kv"] >= 95 else []
         if f.get("preemptions"):
-            extra.append("recurring preemptions")
-        return (f"throughput-starvation wedge on {f['n']}/{f['total']} engine(s): Waiting {f['waiting']:.0f} vs Running "
-                f"{f['running']:.0f} for {age(f['span_s'])}, generation {f['gen']:,.0f} tok/s{floor}"
-                + (", " + ", ".join(extra) if extra else "") + f". {_shape(f['shape'])}")
+            extras.append("recurring preemptions")
+        return (f"throughput-starvation wedge on {f['n']}/{f['total']} engine(s): Waiting {f['waiting']:.0f} vs "
+                f"Running {f['running']:.0f} for {age(f['span_s'])}, generation {f['gen']:,.0f} tok/s{floor}"
+                + (", " + ", ".join(extras) if extras else "") + f". {_shape(f['shape'])}")
     if c == Code.FLOORED:
         return (f"generation throughput floored: {f['gen']:,.0f} tok/s with Running {f['running']:.0f} on "
                 f"{f['n']}/{f['total']} engines for {age(f['span_s'])}; {_shape(f['shape'])}")
@@ -203,8 +207,8 @@ def gate_summary(g: GateResult) -> str:
                 f"across polls and no stats line since start-up, while {f['working']} other engine(s) generate. "
                 f"{_shape(f['shape'])}")
     if c == Code.ENGINES_QUIET:
-        return (f"no vLLM stats for {age(f['silent_s'])}: engines idle or hung (vLLM logs idle intervals at DEBUG, and a "
-                f"hung engine goes quiet too); when last seen: {_shape(f['shape'])}")
+        return (f"no vLLM stats for {age(f['silent_s'])}: engines idle or hung (vLLM logs idle intervals at DEBUG, and "
+                f"a hung engine goes quiet too); when last seen: {_shape(f['shape'])}")
     if c == Code.ENGINES_IDLE:
         return (f"engines idle: no requests in flight (Running 0, Waiting 0); rollouts are not reaching the engines "
                 f"(see Gate C). {_shape(f['shape'])}")
@@ -217,7 +221,8 @@ def gate_summary(g: GateResult) -> str:
         return (f"engine GPUs on {', '.join(f['hosts'][:2])} hold memory at ~0% util across 3 polls and no vLLM stats "
                 f"lines were seen: engines loaded but not generating?")
     if c == Code.GPUS_BUSY:
-        return f"no vLLM stats lines, but GPUs busy (utilisation and power) on {len(f['hosts'])} host(s); no OOM; {_eager(f.get('eager'))}"
+        return (f"no vLLM stats lines, but GPUs busy (utilisation and power) on {len(f['hosts'])} host(s); no OOM; "
+                f"{_eager(f.get('eager'))}")
     if c == Code.B_NO_VIEW:
         return "no engine stats and no recent GPU polls: resources cannot be judged"
     # ---- Gate C
@@ -225,7 +230,8 @@ def gate_summary(g: GateResult) -> str:
     if c == Code.C_NO_TRIALS_BATCHES:
         return f"no trial directories captured; logs report {f['ok']}/{f['total']} successful in recent batches{ev}"
     if c == Code.C_NO_TRIALS:
-        return "no trial data (trace_jobs missing or empty)" + ev + ("; expected for a terminal job" if f.get("terminal") else "")
+        return ("no trial data (trace_jobs missing or empty)" + ev
+                + ("; expected for a terminal job" if f.get("terminal") else ""))
     if c == Code.C_NONE_COMPLETED:
         return (f"rollouts executing, 0 completed yet ({f['started']} started, job running {age(f['age_s'])}, expected "
                 f"episode ~{age(f['episode_s'])}){ev}")
@@ -241,8 +247,8 @@ def gate_summary(g: GateResult) -> str:
     if c == Code.ZERO_REWARD_COHERENT:
         return f"all rewards zero but outputs look coherent and multi-turn (tasks hard or harness mis-set?): {d}"
     if c == Code.AGENT_TIMEOUTS:
-        return (f"most trials end in AgentTimeoutError ({f['timeouts']}/{f['completed']}): a passthrough on its own, but "
-                f"dominating like this means rollouts are starved or episodes too long: {d}{ev}")
+        return (f"most trials end in AgentTimeoutError ({f['timeouts']}/{f['completed']}): a passthrough on its own, "
+                f"but dominating like this means rollouts are starved or episodes too long: {d}{ev}")
     if c == Code.C_TOO_FEW:
         return f"too few completed trials to judge rewards yet: {d}{ev}"
     if c == Code.C_PASS:
@@ -256,8 +262,10 @@ def _spin(f: dict) -> str:
 
 
 _REASON = {
-    Code.HANG_LINE: lambda f: " + ".join(f["labels"]) + (f" ({f['count']} lines, one cause)" if f.get("count", 1) > 1 else ""),
-    Code.DEATH_LINE: lambda f: " + ".join(f["labels"]) + (f" ({f['count']} lines, one cause)" if f.get("count", 1) > 1 else ""),
+    Code.HANG_LINE: lambda f: " + ".join(f["labels"]) + (f" ({f['count']} lines, one cause)"
+                                                         if f.get("count", 1) > 1 else ""),
+    Code.DEATH_LINE: lambda f: " + ".join(f["labels"]) + (f" ({f['count']} lines, one cause)"
+                                                          if f.get("count", 1) > 1 else ""),
     Code.ROLE_SILENT: lambda f: f"{f['role']} silent for {age(f['quiet_s'])} after it",
     Code.TRAINER_FROZEN: lambda f: "trainer progress frozen beyond its cadence",
     Code.POLICY_GPUS_IDLE: lambda f: "policy GPUs idle with memory resident",
@@ -282,7 +290,8 @@ _REASON = {
     Code.TRAINER_FROZEN_B: lambda f: "no training step while they spin",
     Code.NONFINITE: lambda f: f"non-finite loss/grad-norm ({f['count']} lines)",
     Code.RESIDENT_IDLE: lambda f: "engine GPUs resident at 0 % util",
-    Code.TRIALS_INFRA: lambda f: f"{f['n']}/{f['completed']} completed trials ended in {f['top']}; no trial earned a reward > 0",
+    Code.TRIALS_INFRA: lambda f: (f"{f['n']}/{f['completed']} completed trials ended in {f['top']}; no trial earned "
+                                  f"a reward > 0"),
     Code.NO_TURNS: lambda f: "no agent turns (the environment never started)",
     Code.LOG_BREAKDOWN: lambda f: "rollout logs show the same failures",
     Code.ALL_ZERO: lambda f: "all rewards zero",
@@ -308,8 +317,8 @@ _WATCH: dict[str, Any] = {
                                  "GPUs at full util on idle power, or the step counter moving again"),
     "first_step": lambda f: "the first training step",
     "recurrence": lambda f: f"recurrence of {', '.join(f['names'])}",
-    "trainer_silence": lambda f: (f"trainer progress going silent beyond ~{age(f['threshold_s'])} together with an NCCL "
-                                  "watchdog or Ray worker death (→ WEDGED, KILL)"),
+    "trainer_silence": lambda f: (f"trainer progress going silent beyond ~{age(f['threshold_s'])} together with an "
+                                  "NCCL watchdog or Ray worker death (→ WEDGED, KILL)"),
     "state_poll": lambda f: "a state poll: if the job still reads running with this silence, it is wedged (→ KILL)",
     "engine_requests": lambda f: "vLLM stats lines with Running > 0 again once rollouts dispatch",
     "engine_stats": lambda f: "vLLM 'Avg generation throughput' lines on every engine",
@@ -318,8 +327,8 @@ _WATCH: dict[str, Any] = {
     "first_results": lambda f: "the first result.json files and their rewards",
     "read_conversations": lambda f: "read several conversations; a first non-zero reward would settle it",
     "timeouts_falling": lambda f: "the AgentTimeoutError share falling as generation throughput recovers",
-    "completion_rate": lambda f: ("the completion rate and the share of non-zero rewards (all-zero rewards or every trial "
-                                  "ending in an infrastructure exception → KILL)"),
+    "completion_rate": lambda f: ("the completion rate and the share of non-zero rewards (all-zero rewards or every "
+                                  "trial ending in an infrastructure exception → KILL)"),
     "second_family": lambda f: (f"a second, independent signal beside {f['family']} (a stalled trainer, engine stats, "
                                 "GPU polls, trial results) before any KILL"),
 }

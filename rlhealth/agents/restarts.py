@@ -70,7 +70,8 @@ def restart_burn(ctx: Context) -> RestartResult:
     r.evidence = [f[3] for f in failures][:4]
     classes = {f[0] for f in failures}
     fps = {f[1] for f in failures}
-    same = len(failures) >= 2 and "unknown" not in classes and (len(fps) == 1 or (len(classes) == 1 and "other" not in classes))
+    same = len(failures) >= 2 and "unknown" not in classes and (len(fps) == 1
+                                                                 or (len(classes) == 1 and "other" not in classes))
     # Two or more burned attempts that died the same way are deterministic even while a retry runs:
     # the retry will reproduce it (the deep probe's restart-burn corroboration).
     prior_same = len([f for f in failures if f[2] is None or sc.attempt is None or f[2] != sc.attempt]) >= 2

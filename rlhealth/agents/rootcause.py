@@ -39,7 +39,8 @@ def causal_traceback(tracebacks: list[TracebackRec], attempt: int | None = None)
     if not anchor.consequence:
         return anchor
     lo = (anchor.ts or 0.0) - CAUSE_WINDOW_S
-    earlier = [tb for tb in pool if not tb.consequence and (tb.ts is None or anchor.ts is None or lo <= tb.ts <= anchor.ts)]
+    earlier = [tb for tb in pool
+               if not tb.consequence and (tb.ts is None or anchor.ts is None or lo <= tb.ts <= anchor.ts)]
     return earlier[0] if earlier else anchor
 
 
@@ -69,7 +70,7 @@ def root_cause(ctx: Context) -> RootCause:
                     return rc
         # Only consequences were logged (torchrun closing workers, TCPStore broken pipes): show one,
         # labelled as such, rather than naming it the cause.
-        for name, stat in ctx.signals("fallout")[:1]:
+        for _name, stat in ctx.signals("fallout")[:1]:
             if stat.evidence:
                 rc.evidence.append(Ev(stat.evidence[-1].ts, stat.evidence[-1].source,
                                       f"(a consequence, not the cause) {stat.evidence[-1].text}"))
@@ -95,7 +96,7 @@ def culprit_for(ctx: Context, stat: SignalStat, decl: SignalDecl | None) -> Culp
 
 def hardware_node(ctx: Context) -> tuple[str, int] | None:
     """The host whose kernel logged the newest hardware-blamed Xid."""
-    for ts, host, code, _ in reversed(ctx.state.xids):
+    for _ts, host, code, _ in reversed(ctx.state.xids):
         entry = ctx.catalog.xid.get(code)
         if entry is not None and entry.blame == "hardware":
             return host, code

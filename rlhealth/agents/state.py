@@ -197,7 +197,8 @@ class JobHealth(msgspec.Struct):
     eval_trials: TrialStats = msgspec.field(default_factory=TrialStats)
     sched: SchedulerState = msgspec.field(default_factory=SchedulerState)
     metrics: MetricHistory = msgspec.field(default_factory=MetricHistory)
-    shippers: dict[str, tuple[float, float, bool]] = msgspec.field(default_factory=dict)  # id -> (last ts, interval, stopping)
+    # id -> (last ts, interval, stopping)
+    shippers: dict[str, tuple[float, float, bool]] = msgspec.field(default_factory=dict)
     batch_progress: list[tuple[float, int, int]] = msgspec.field(default_factory=list)  # (ts, successful, total)
     # Job-level generation throughput per 5-minute bucket: (bucket start, summed tok/s, summed Running),
     # two hours of it, so fail-slow is judged against the job's own recent median.

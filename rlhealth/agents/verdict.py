@@ -140,7 +140,8 @@ def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: Restart
             reasoning = (f"{what} with no benign or transient explanation, so the recommendation is KILL. "
                          f"Load-bearing signals: {'; '.join(signals)} ({len(families)} independent evidence "
                          f"families: {fam_txt}).")
-            culprit = next((g.culprit for g in (fails.get("A"), fails.get("B"), fails.get("C")) if g and g.culprit), None)
+            culprit = next((g.culprit for g in (fails.get("A"), fails.get("B"), fails.get("C")) if g and g.culprit),
+                           None)
             if culprit is not None and culprit.component:
                 node = f" on node {culprit.node}" if culprit.node and culprit.node != culprit.component else ""
                 reasoning += f" Failing component: {culprit.role} {culprit.component}{node} ({culprit.why})."
@@ -158,14 +159,16 @@ def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: Restart
             if "nccl_hang" in causes and _expert_parallel(ctx):
                 causes[causes.index("nccl_hang")] = "nccl_hang_ep"
             if root and any(x in ("engine_dead", "rollout_server_dead") for x in causes):
-                next_steps.append(f"The causal exception is {root} (not the EngineDeadError that followed it): fix that first.")
+                next_steps.append(f"The causal exception is {root} (not the EngineDeadError that followed it): "
+                                  f"fix that first.")
             seen: set[str] = set()
             for cause in causes or [None]:
                 for step in _fix_for(ctx, cause, primary.cause_detail if primary else ""):
                     if step not in seen:
                         seen.add(step)
                         next_steps.append(step)
-            next_steps.append("rlhealth never kills: the supervisor decides and runs the kill (iris job kill / scancel).")
+            next_steps.append("rlhealth never kills: the supervisor decides and runs the kill "
+                              "(iris job kill / scancel).")
         else:
             reasoning = _no_kill_reasoning(gates, r, escalate, families)
             for g in gates.values():
@@ -230,7 +233,8 @@ def _no_kill_reasoning(gates: dict[str, GateResult], r: RestartResult, escalate:
     if c.status in ("PASS", "UNKNOWN"):
         parts.append(_first_sentence(render.gate_summary(c)) + ".")
     if families and any(g.status == "FAIL" for g in gates.values()):
-        parts.append(f"Only {len(families)} evidence family ({', '.join(render.FAMILY_NAMES.get(f, f) for f in sorted(families))}) "
+        parts.append(f"Only {len(families)} evidence family "
+                     f"({', '.join(render.FAMILY_NAMES.get(f, f) for f in sorted(families))}) "
                      f"backs the FAIL; a KILL needs {MIN_KILL_FAMILIES} independent ones.")
     if r.burned:
         parts.append(f"Restarts {r.burned}/{r.max if r.max is not None else '?'}: {render.restart_summary(r)}.")

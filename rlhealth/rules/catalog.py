@@ -21,7 +21,8 @@ __all__ = ["load_catalog", "parse_remediations", "parse_xid"]
 _FILES = ("signals.toml", "remediations.toml", "xid.toml")
 
 
-def parse_remediations(data: dict[str, Any], source: str = "<memory>") -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]:
+def parse_remediations(data: dict[str, Any],
+                       source: str = "<memory>") -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]:
     causes: dict[str, tuple[str, ...]] = {}
     for cause, raw in (data.get("cause") or {}).items():
         steps = raw.get("steps") if isinstance(raw, dict) else None
@@ -35,7 +36,8 @@ def parse_remediations(data: dict[str, Any], source: str = "<memory>") -> tuple[
 def parse_xid(data: dict[str, Any], source: str = "<memory>") -> dict[int, XidEntry]:
     out: dict[int, XidEntry] = {}
     for code, raw in (data.get("xid") or {}).items():
-        if not str(code).isdigit() or not isinstance(raw, dict) or raw.get("blame") not in ("hardware", "application", "driver"):
+        if (not str(code).isdigit() or not isinstance(raw, dict)
+                or raw.get("blame") not in ("hardware", "application", "driver")):
             raise ValueError(f"{source}: xid {code} needs blame = hardware | application | driver")
         out[int(code)] = XidEntry(int(code), raw["blame"], str(raw.get("meaning", "")))
     return out
@@ -43,8 +45,9 @@ def parse_xid(data: dict[str, Any], source: str = "<memory>") -> dict[int, XidEn
 
 def _texts(extra_dirs: Sequence[Path], use_env: bool) -> dict[str, list[tuple[str, str]]]:
     root = resources.files("rlhealth.rules")
-    found: dict[str, list[tuple[str, str]]] = {name: [(f"rlhealth/rules/{name}", root.joinpath(name).read_text("utf-8"))]
-                                               for name in _FILES}
+    found: dict[str, list[tuple[str, str]]] = {
+        name: [(f"rlhealth/rules/{name}", root.joinpath(name).read_text("utf-8"))] for name in _FILES
+    }
     dirs = [Path(d) for d in extra_dirs]
     if use_env:
         dirs.extend(Path(p) for p in os.environ.get("RLHEALTH_RULES_DIRS", "").split(":") if p)

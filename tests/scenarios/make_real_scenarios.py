@@ -23,12 +23,26 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _lib import (  # noqa: E402
-    Capture, Log, TrialSpec, dt, gpu_csv, gpu_uuids, iso, loguru, md, pytest_stdout, ray_pfx, ray_py, state_rows,
-    v0_stats, v1_stats, vllm_033, vllm_v0, write_trial,
+from _lib import (
+    Capture,
+    Log,
+    TrialSpec,
+    dt,
+    gpu_csv,
+    gpu_uuids,
+    md,
+    pytest_stdout,
+    ray_pfx,
+    ray_py,
+    state_rows,
+    v0_stats,
+    v1_stats,
+    vllm_033,
+    vllm_v0,
+    write_trial,
 )
-from _tasks import EASY, coherent_turns  # noqa: E402
-from make_scenarios import generator_group_lines, gpu_series, skyrl_async_step  # noqa: E402
+from _tasks import EASY, coherent_turns
+from make_scenarios import generator_group_lines, gpu_series, skyrl_async_step
 
 ROOT = Path(__file__).resolve().parent
 EXCERPTS = ROOT / "real_excerpts"
@@ -631,7 +645,7 @@ def build_resident_idle_engine(root: Path):
             vllm011_stats(e, now - M(60), now - S(3), rng, pid=1, gen=(2200, 4200), run=(20, 42))
         else:
             startup = excerpt("GLM-V-204_engine_startup_no_stats")
-            base = dt("2026-10-21T09:11:55")  # first line's own clock, kept relative
+            # offsets are from the first line's own clock, 09:11:55, kept relative
             for ln in startup:
                 m = re.search(r"\d\d-\d\d (\d\d):(\d\d):(\d\d)", ln)
                 off = (int(m.group(1)) - 9) * 3600 + (int(m.group(2)) - 11) * 60 + int(m.group(3)) - 55
@@ -957,7 +971,7 @@ def build_healthy_nccl_chatter_meta_path(root: Path):
     step = 1
     while True:
         gen0 = t + S(10)
-        for i, ep in enumerate(eng):
+        for _i, ep in enumerate(eng):
             tt = gen0 + S(rng.random() * 3)
             n = 0
             while tt < gen0 + S(200):
@@ -1041,7 +1055,7 @@ def build_healthy_xid_and_worker_restart(root: Path):
     })
     t_x = now - M(52)
     dm = []
-    for k, ln in enumerate(excerpt("gpud-46_xid13")):
+    for _k, ln in enumerate(excerpt("gpud-46_xid13")):
         dm.append(retime_ctime(ln, t_x))
     x31 = excerpt("dxvk-2495_xid31")[0]
     dm.append((t_x + M(19)).strftime("[%a %b %d %H:%M:%S %Y] ") + x31)
@@ -1125,7 +1139,7 @@ def build_healthy_vllm_warning_storm(root: Path):
     shm = excerpt("spark-vllm-docker-348_shm_broadcast")
     t_start = now - M(95)
     syncs = [now - M(90) + M(12) * k for k in range(8)]
-    for i, ep in enumerate(engines):
+    for _i, ep in enumerate(engines):
         e = Log()
         for k, ln in enumerate(env):
             e.add(t_start + S(k * 0.001), retime_vllm(ln, t_start))
@@ -1135,7 +1149,8 @@ def build_healthy_vllm_warning_storm(root: Path):
             if s > now:
                 break
             vllm011_stats(e, busy_from, s, rng, gen=(2400, 4800), run=(30, 60))
-            for k, ln in enumerate(shm[: 3 + (k % 2)]):
+            n_shm = 3 + (k % 2)  # k: the previous loop's last index, as before
+            for k, ln in enumerate(shm[:n_shm]):
                 tt = s + S(60 * (k + 1))
                 e.add(tt, retime_vllm(ln, tt))
             busy_from = s + M(4.2)
