@@ -277,6 +277,8 @@ def _apply_match(state: JobHealth, m: LineMatch, rest: str, prefixes, role: str,
             push_capped(state.xids, (ts, batch.source.host or key, code, ev.text), MAX_TRACEBACKS)
     elif effect == "hang":
         _rank_progress(state, f, m.text, ts)
+        if ts is not None and (key in state.hang_streams or len(state.hang_streams) < MAX_RANKS):
+            state.hang_streams[key] = max(ts, state.hang_streams.get(key, ts))
     if sig == "python_exception":
         _python_exception(state, m, role, ts, ev, attempt, lines, key)
         return

@@ -31,17 +31,36 @@ class RootCause:
 
 
 def causal_traceback(tracebacks: list[TracebackRec], attempt: int | None = None) -> TracebackRec | None:
-    """The earliest non-consequence exception near the fatal one (or the last one) of `attempt`."""
+    """The causal exception of `attempt`: near the fatal one (or the last one), skip consequences;
+    when ranks raised different exceptions, the one unlike the rest (the majority is the healthy
+    ranks timing out on the culprit)."""
     pool = [tb for tb in tracebacks if attempt is None or tb.attempt is None or tb.attempt == attempt]
     if not pool:
         return None
     anchor = next((tb for tb in reversed(pool) if tb.fatal), pool[-1])
+    lo = (anchor.ts or 0.0) - CAUSE_WINDOW_S
+    near = [tb for tb in pool if not tb.consequence
+            and (tb.ts is None or anchor.ts is None or lo <= tb.ts <= anchor.ts)]
+    odd = _odd_one_out(near)
+    if odd is not None:
+        return odd
     if not anchor.consequence:
         return anchor
-    lo = (anchor.ts or 0.0) - CAUSE_WINDOW_S
-    earlier = [tb for tb in pool
-               if not tb.consequence and (tb.ts is None or anchor.ts is None or lo <= tb.ts <= anchor.ts)]
-    return earlier[0] if earlier else anchor
+    return near[0] if near else anchor
+
+
+def _odd_one_out(tbs: list[TracebackRec]) -> TracebackRec | None:
+    """A fingerprint seen once on one stream while another is shared by two or more other streams."""
+    if len(tbs) < 3 or len({tb.stream for tb in tbs}) < 3:
+        return None
+    by_fp: dict[str, list[TracebackRec]] = {}
+    for tb in tbs:
+        by_fp.setdefault(tb.fingerprint, []).append(tb)
+    singles = [v[0] for v in by_fp.values() if len(v) == 1]
+    shared = [v for v in by_fp.values() if len({tb.stream for tb in v}) >= 2]
+    if len(singles) == 1 and shared:
+        return singles[0]
+    return None
 
 
 def root_cause(ctx: Context) -> RootCause:
@@ -87,11 +106,33 @@ def culprit_for(ctx: Context, stat: SignalStat, decl: SignalDecl | None) -> Culp
         rank, (seq, _) = min(ranks.items(), key=lambda kv: (kv[1][0], kv[0]))
         culprit.component = f"rank {rank}"
         culprit.why = f"lowest last-completed NCCL collective ({seq}) while other ranks got further"
+    silent = silent_rank(ctx)
+    if silent is not None and culprit.why.startswith("logged"):
+        culprit.component, culprit.node = silent, _node(ctx, silent)
+        culprit.why = "the one rank silent while the others timed out waiting on it"
     node = hardware_node(ctx)
     if node is not None:
         culprit.node = node[0]
         culprit.why = (culprit.why + "; " if culprit.why else "") + f"kernel logged Xid {node[1]} there"
     return culprit
+
+
+def silent_rank(ctx: Context) -> str | None:
+    """The one trainer stream that went quiet before, and without, the hang lines the others logged."""
+    hangs = ctx.state.hang_streams
+    if len(hangs) < 2:
+        return None
+    first_hang = min(hangs.values())
+    driver = ctx.state.trainer.last_progress_source  # the driver's own log stops with the hang too
+    quiet = [k for k, st in ctx.state.streams.items()
+             if k not in hangs and k != driver and st.role in (roles.TRAINER, roles.OTHER) and st.last_ts is not None
+             and st.last_ts < first_hang and _looks_like_rank(k)]
+    return quiet[0] if len(quiet) == 1 else None
+
+
+def _looks_like_rank(stream: str) -> bool:
+    low = stream.lower()
+    return "rank" in low or "worker" in low or low.rsplit("/", 1)[-1].split(".")[0][-1:].isdigit()
 
 
 def hardware_node(ctx: Context) -> tuple[str, int] | None:

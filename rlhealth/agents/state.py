@@ -207,6 +207,8 @@ class JobHealth(msgspec.Struct):
     ended: bool = False
     # NCCL watchdog lines per rank: rank -> (last completed collective seq, ts); the lowest is the straggler.
     rank_last_completed: dict[str, tuple[int, float]] = msgspec.field(default_factory=dict)
+    # Streams that logged a hang line: stream -> newest hang ts (a rank silent among them is the suspect).
+    hang_streams: dict[str, float] = msgspec.field(default_factory=dict)
     # Xid lines: (ts, stream or host, code, text), newest last.
     xids: list[tuple[float, str, int, str]] = msgspec.field(default_factory=list)
 
