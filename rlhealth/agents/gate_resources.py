@@ -130,6 +130,14 @@ def _hardware(ctx: Context, g: GateResult) -> bool:
         host = (st.host if st else None) or lines[0][1].stream
     g.facts.update(labels=labels, node=host)
     g.culprit = Culprit("node", host or "", host, "GPU hardware fault")
+    # A fault the job trained through (steps after it, no GPU missing from the polls) is a node to
+    # drain when the run allows, not evidence that this run is dead.
+    hw_ts = max([s.last_ts or 0.0 for _, s in lines] + [x[0] for x in state.xids if node and x[2] == node[1]],
+                default=0.0)
+    progress = state.trainer.last_progress_ts
+    if not lost_polls and hw_ts and progress is not None and progress > hw_ts + ctx.t.hardware_trained_through_s:
+        g.status, g.escalate = "UNKNOWN", True
+        g.facts["trained_through_s"] = progress - hw_ts
     return True
 
 

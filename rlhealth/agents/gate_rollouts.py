@@ -69,7 +69,7 @@ def gate_c(ctx: Context) -> GateResult:
         g.add(Code.TRIALS_INFRA, "trial_outcomes", n=infra_n, completed=trials.completed, top=top)
         if avg_turns is not None and avg_turns < 0.5:
             g.add(Code.NO_TURNS, "agent_output")
-        logged = ctx.signals("infra")
+        logged = [(n, s) for n, s in ctx.signals("infra") if s.role in ("sandbox", "rollout", "verifier")]
         if breakdown or logged:
             g.add(Code.LOG_BREAKDOWN, "trial_log" if breakdown else "infra_log")
             if breakdown:

@@ -175,7 +175,9 @@ def gate_summary(g: GateResult) -> str:
                if f.get("app_xids") else "")
         return (f"GPU hardware fault on {f['node'] or 'a node'}: {', '.join(f['labels']) or 'GPU lost from nvidia-smi'}"
                 + "".join(f"; nvidia-smi lost GPUs on {', '.join(r.facts['hosts'])}" for r in g.reasons
-                          if r.code == Code.GPU_LOST_POLL) + app + ". Cordon and drain the node.")
+                          if r.code == Code.GPU_LOST_POLL) + app
+                + (f"; the trainer kept stepping for {age(f['trained_through_s'])} after it: drain the node when the "
+                   f"run allows" if f.get("trained_through_s") else ". Cordon and drain the node."))
     if c == Code.OOM:
         tried = f" ({f['tried']})" if f.get("tried") else ""
         return (f"training-stage OOM: {', '.join(f['labels'])}{tried}, seen {f['count']} time(s) in attempt "

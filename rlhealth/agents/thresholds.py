@@ -44,6 +44,8 @@ class Thresholds:
     starving_span_s: float = 900.0
     floored_span_s: float = 600.0
     flat_rise_ratio: float = 1.25            # late/early median above this is rising, not flat
+    # --- GPU hardware
+    hardware_trained_through_s: float = 300.0  # steps this long after a hardware fault: the run survived it
     # --- GPU polls
     gpu_poll_fresh_s: float = 1800.0
     gpu_idle_util_pct: float = 5.0           # "0 %" with decode burstiness allowed for
