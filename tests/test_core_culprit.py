@@ -67,3 +67,15 @@ def test_the_traceback_unlike_the_rest_is_the_root_cause(core) -> None:
     v = job.judge(60)
     assert v.job_status == "TERMINAL"
     assert "illegal memory access" in v.reasoning and "DistStoreError" not in v.reasoning.split("Root cause:")[1][:120]
+
+
+def test_a_side_process_dying_at_the_end_of_its_log_is_not_a_wedge_while_training_steps(core) -> None:
+    from tests.corekit import healthy
+
+    job = healthy(Job(core))
+    job.log(50, ["(raylet) A worker died or was killed while executing a task by an unexpected system error. "
+                 "To troubleshoot the problem, check the logs for the dead worker. Worker exit type: SYSTEM_ERROR "
+                 "Worker exit detail: Worker unexpectedly exits with a connection error code 2. End of file."],
+            stream="logs/ray/raylet.out")
+    v = job.judge(121)
+    assert v.verdict == "NO-KILL" and v.gates.A.status == "PASS"

@@ -214,6 +214,9 @@ def _failing_tail(ctx: Context, lines: list[tuple[str, SignalStat]]) -> GateResu
         stream_last = stream.last_ts if stream is not None and stream.last_ts is not None else tail_ts
         if stream_last > tail_ts + grace:
             continue  # the stream kept printing after its last fault line
+        progress = state.trainer.last_progress_ts
+        if progress is not None and progress > tail_ts + grace:
+            continue  # the trainer stepped after it: a side process died, the job did not
         quiet = now - max(stream_last, tail_ts)
         if quiet < silence_needed:
             continue
