@@ -74,6 +74,72 @@ class Capture:
         obj = {"scenario": self.name, **obj}
         (self.scenario_dir / "expected.json").write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
 
+    def expect(self, *, verdict: list[str], status: list[str], failing: list[str], must_not_fail: list[str], why: str,
+               escalate: bool | None = None, evidence: list[str] | None = None, next_steps: list[str] | None = None,
+               next_steps_not: list[str] | None = None, sources: list[tuple[str, str, str]] | None = None) -> None:
+        """expected.json, its keys always in one order (so regenerating is byte-stable); a key given as None is left out.
+
+        sources: (thread, verbatim, reconstructed) per origin of the capture's lines (real-excerpt scenarios)."""
+        obj = {"verdict_in": verdict, "job_status_in": status, "failing_gates": failing, "must_not_fail_gates": must_not_fail,
+               "escalate": escalate, "evidence_must_match": evidence, "next_steps_must_match": next_steps,
+               "next_steps_must_not_match": next_steps_not, "why": why,
+               "sources": None if sources is None else [{"thread": t, "verbatim": v, "reconstructed": r}
+                                                        for t, v, r in sources]}
+        self.expected({k: v for k, v in obj.items() if v is not None})
+
+    # Scenario preambles shared by both generators: one place owns the job.json key order and the
+    # sacct.txt layout, so every builder writes them alike.
+
+    def k8s_running(self, job_id: str, cluster: str, now: datetime, first: datetime, last: datetime, *,
+                    pods: int, every_s: int = 60) -> None:
+        """capture.json + a state.jsonl that polls 'running' from first to last (a healthy-looking k8s job)."""
+        self.capture_json(job_id, cluster, "kubernetes", now)
+        self.state_jsonl(state_rows(first, last, every_s, self.rng, pods=pods))
+
+    def slurm_running(self, job_id: str, name: str, cluster: str, now: datetime, start: datetime) -> None:
+        """capture.json + the sacct.txt of a single SLURM leg still RUNNING since start."""
+        self.capture_json(job_id, cluster, "slurm", now)
+        self.write_text("sacct.txt", f"{SACCT_HEADER}\n{job_id}|{name}|RUNNING|{start:%Y-%m-%dT%H:%M:%S}|Unknown|0:0|0\n")
+
+    def job_json(self, job_id: str, model: dict, hardware: tuple[str, int, int], geometry: dict, *,
+                 new: str | list[str], rollout: dict | None = None, expected_step_s: int | None = None,
+                 max_retries: int | None = None, enforce_eager: bool | None = None) -> None:
+        """job.json in its fixed key order; an optional key given as None is left out (as older jobs omit it)."""
+        gpu, per_node, nodes = hardware
+        obj = {"job_id": job_id, "model": model, "hardware": {"gpu": gpu, "gpus_per_node": per_node, "nodes": nodes},
+               "geometry": geometry, "rollout": rollout, "expected_step_s": expected_step_s,
+               "new_or_untested": [new] if isinstance(new, str) else new, "max_retries": max_retries,
+               "enforce_eager": enforce_eager}
+        self.write_json("job.json", {k: v for k, v in obj.items() if v is not None})
+
+    def gpu_polls(self, host: str, uuids: list[str], start: datetime, end: datetime, every_s: float, fn, total_mib: int,
+                  na_cells: set[tuple[int, int, str]] = frozenset()) -> None:
+        """gpu/<host>.csv: nvidia-smi polls of len(uuids) GPUs; fn(t, gpu_index) -> (util, mem, power)."""
+        polls = gpu_series(start, end, every_s, self.rng, len(uuids), fn)
+        self.write_text(f"gpu/{host}.csv", gpu_csv(polls, uuids, total_mib, na_cells))
+
+
+SACCT_HEADER = "JobID|JobName|State|Start|End|ExitCode|Restarts"
+
+
+def model_info(name: str, params_b: float, active_params_b: float | None = None) -> dict:
+    """job.json 'model': dense unless active_params_b (the MoE active size) is given; always bf16."""
+    moe = active_params_b is not None
+    return {"name": name, "params_b": params_b, "active_params_b": active_params_b if moe else params_b, "moe": moe,
+            "dtype": "bfloat16"}
+
+
+def h100_nodes(n: int) -> tuple[str, int, int]:
+    """job.json 'hardware' of n 8-GPU H100 nodes (the common case)."""
+    return ("H100-80GB-SXM", 8, n)
+
+
+def rollout_info(n_concurrent_trials: int | None = None, expected_episode_s: int | None = None) -> dict:
+    """job.json 'rollout': Harbor jobs name their concurrency and episode length; the others only n=8."""
+    if n_concurrent_trials is None:
+        return {"n_samples_per_prompt": 8}
+    return {"n_concurrent_trials": n_concurrent_trials, "n_samples_per_prompt": 8, "expected_episode_s": expected_episode_s}
+
 
 def state_rows(
     start: datetime,
@@ -232,6 +298,15 @@ def gpu_uuids(rng: random.Random, n: int) -> list[str]:
         h = "".join(rng.choice("0123456789abcdef") for _ in range(32))
         out.append(f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}")
     return out
+
+
+def gpu_series(start: datetime, end: datetime, every_s: float, rng: random.Random, n_gpus: int, fn) -> list:
+    """fn(t, gpu_index) -> (util, mem, power)."""
+    polls, t = [], start
+    while t <= end:
+        polls.append((t, [fn(t, g) for g in range(n_gpus)]))
+        t += timedelta(seconds=every_s + rng.uniform(-3, 3))
+    return polls
 
 
 def gpu_csv(polls: list[tuple[datetime, list[tuple]]], uuids: list[str], total_mib: int,
@@ -473,3 +548,14 @@ def pytest_stdout(passed: int, failed: list[tuple[str, str]], secs: float) -> st
     else:
         out += [f"============================== {passed} passed in {secs:.2f}s =============================="]
     return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------- command line
+
+
+def run_builders(builders: dict, root: Path, argv: list[str]) -> None:
+    """Both generators' CLI: build the named scenarios (all when none) and print each capture's size."""
+    for n in argv or list(builders):
+        builders[n](root)
+        size = sum(p.stat().st_size for p in (root / n / "capture").rglob("*") if p.is_file())
+        print(f"{n}: {size / 1024:.0f} KB")

@@ -24,17 +24,22 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _lib import (
+    SACCT_HEADER,
     Capture,
     Log,
     TrialSpec,
     dt,
     gpu_csv,
+    gpu_series,
     gpu_uuids,
+    h100_nodes,
     md,
+    model_info,
     pytest_stdout,
     ray_pfx,
     ray_py,
-    state_rows,
+    rollout_info,
+    run_builders,
     v0_stats,
     v1_stats,
     vllm_033,
@@ -42,7 +47,7 @@ from _lib import (
     write_trial,
 )
 from _tasks import EASY, coherent_turns
-from make_scenarios import generator_group_lines, gpu_series, skyrl_async_step
+from make_scenarios import generator_group_lines, skyrl_async_step
 
 ROOT = Path(__file__).resolve().parent
 EXCERPTS = ROOT / "real_excerpts"
@@ -90,6 +95,13 @@ def retime_ctime(line: str, t: datetime) -> str:
     return _CTIME.sub(t.strftime("[%a %b %d %H:%M:%S %Y]"), line, count=1)
 
 
+def add_burst(log: Log, lines: list[str], t: datetime, retime, *, spacing: float, stamp: datetime | None = None):
+    """A verbatim multi-line block (traceback, warning burst) written from t on, one line every `spacing` s so it
+    keeps its order; each line's own timestamp text is re-timed to `stamp` (default t): the process printed it at once."""
+    for k, ln in enumerate(lines):
+        log.add(t + S(k * spacing), retime(ln, stamp or t))
+
+
 def retime_uptime(lines: list[str], boot: datetime, t_first: datetime) -> list[tuple[datetime, str]]:
     """dmesg '[74889.644138]' lines: keep their relative spacing, move the first to t_first (boot = uptime 0)."""
     first = float(_UPTIME.match(lines[0]).group(1))
@@ -127,18 +139,42 @@ def verl_step_line(step: int, rng, *, score: float, grad: str | None = None, pg:
 
 
 def vllm011_stats(log: Log, start: datetime, end: datetime, rng, *, pid: int = 1, every: float = 10.0,
-                  gen=(1800, 3600), run=(24, 48), wait=(0, 1), kv=(18, 45), prefix=(40, 70), ts_prefix: bool = False):
-    """vLLM 0.10/0.11 API-server stats lines: '(APIServer pid=1) INFO MM-DD ... [loggers.py:127] Engine 000: ...'."""
+                  gen=(1800, 3600), run=(24, 48), wait=(0, 1), kv=(18, 45), prefix=(40, 70), ts_prefix: bool = False,
+                  proc: str = "APIServer", pfx: str = "", prompt_frac: float | None = None):
+    """vLLM 0.10/0.11 stats lines: '(APIServer pid=1) INFO MM-DD ... [loggers.py:127] Engine 000: ...'.
+
+    proc/pfx: the same line as an engine actor's Ray-forwarded '(EngineCore_DP0 pid=N)' output;
+    prompt_frac: a fixed prompt/generation ratio instead of a random one (draws one number less per line)."""
     t = start + S(rng.random() * every)
     while t <= end:
         g = rng.uniform(*gen)
-        line = vllm_033(t, "APIServer", pid, "INFO", "loggers.py:127",
-                        v1_stats(rng.uniform(0.2, 1.0) * g, g, rng.randint(*run), rng.randint(*wait),
-                                 rng.uniform(*kv), rng.uniform(*prefix)))
+        p = rng.uniform(0.2, 1.0) * g if prompt_frac is None else g * prompt_frac
+        line = vllm_033(t, proc, pid, "INFO", "loggers.py:127",
+                        v1_stats(p, g, rng.randint(*run), rng.randint(*wait), rng.uniform(*kv), rng.uniform(*prefix)))
         if ts_prefix:
             line = t.strftime("%Y-%m-%dT%H:%M:%S.%f") + "402Z " + line
-        log.add(t, line)
+        log.add(t, pfx + line)
         t += S(every + rng.uniform(-0.05, 0.05))
+
+
+def v0_engine_stats(log: Log, pfx: str, start: datetime, end: datetime, rng, *, file_line: str, gen, prompt_frac: float,
+                    run, kv, pending=None, every: float = 10.0, jitter: float = 0.0,
+                    warn: str | None = None, warn_every: int = 0, warn_at: int = 0, warn_delay: float = 0.0):
+    """vLLM V0 'Avg prompt throughput ...' lines of one engine from start until end (exclusive).
+
+    pending=None prints 'Pending: 0' without drawing a number; jitter=0 keeps the cadence exact (no draw);
+    warn: a verbatim warning line re-timed warn_delay s after every warn_every-th stats line (index warn_at)."""
+    t, k = start, 0
+    while t < end:
+        g = rng.uniform(*gen)
+        log.add(t, pfx + vllm_v0(t, "INFO", file_line, v0_stats(g * prompt_frac, g, rng.randint(*run), 0,
+                                                                 rng.randint(*pending) if pending else 0,
+                                                                 rng.uniform(*kv))))
+        if warn is not None and k % warn_every == warn_at:
+            tw = t + S(warn_delay)
+            log.add(tw, pfx + retime_vllm(warn, tw))
+        t += S(every + rng.uniform(-jitter, jitter)) if jitter else S(every)
+        k += 1
 
 
 def sglang_decode_lines(log: Log, start: datetime, end: datetime, rng, *, every: float = 8.0, tp: str = "TP0"):
@@ -171,6 +207,36 @@ def skyrl_run(log: Log, pfx: str, t0: datetime, step0: int, rng, *, until: datet
     return step, t
 
 
+def skyrl_trainer(rng, now: datetime, pid: int, ip: str, start: datetime, step0: int, step_s: float, *,
+                  rollout_dead: datetime | None = None, freeze_lead_min: float = 5) -> Log:
+    """The SkyRL trainer half of pod_rank0.log.
+
+    Healthy (rollout_dead=None): steps up to 2 s before capture. Otherwise the first step starting
+    freeze_lead_min before the rollout side died waits in wait_for_generation_buffer for good."""
+    log = Log()
+    P = ray_pfx("skyrl_entrypoint", pid, ip)
+    if rollout_dead is None:
+        skyrl_run(log, P, start, step0, rng, until=now, step_s=step_s)
+        log.items = [it for it in log.items if it[0] <= now - S(2)]
+    else:
+        skyrl_run(log, P, start, step0, rng, until=now, step_s=step_s, freeze_from=rollout_dead - M(freeze_lead_min),
+                  stop_after="wait_for_generation_buffer")
+    return log
+
+
+def coordinator_groups(log: Log, ip: str, pids: tuple[int, ...], first: datetime, every_s: float, n: int, *,
+                       bad_every: int, bad_ok: int = 7, since: datetime | None = None, until: datetime | None = None):
+    """n RolloutCoordinator 'Batch generation complete' groups every every_s, round-robin over the actors' pids.
+
+    Every bad_every-th group has only bad_ok/8 successes; groups outside [since, until) are not written
+    (the rollout side died at until, or the actor came back under new pids at since)."""
+    RC = [ray_pfx("RolloutCoordinator", p, ip) for p in pids]
+    for k in range(n):
+        tg = first + S(every_s * k)
+        if (since is None or tg >= since) and (until is None or tg < until):
+            generator_group_lines(log, RC[k % len(RC)], tg, "x", ok=8 if k % bad_every else bad_ok)
+
+
 def trials(cap: Capture, rng, now: datetime, *, n: int, job: str, model: str, api_base: str, first: datetime,
            every_s: float, p_good: float = 0.45, host: str = "5e1f0a9c2b7d"):
     for k in range(n):
@@ -194,6 +260,20 @@ def h100_engine(rng):
     return (55 + rng.random() * 40, 72000 + rng.random() * 600, 330 + rng.random() * 260)
 
 
+def busy_until(rng, t_stop: datetime, mem: float, mem_jitter: float, watts: float, watts_jitter: float):
+    """GPU fn of a trainer that computed until t_stop and since waits: 0 %, memory resident, near-idle power."""
+    return lambda tp, g: h100_busy(rng) if tp < t_stop else (0, mem + rng.random() * mem_jitter,
+                                                            watts + rng.random() * watts_jitter)
+
+
+def healthy_pod_gpus(cap: Capture, rng, now: datetime, trainer: str, engines: list[str]):
+    """gpu/<pod>.csv for a healthy disaggregated job: the trainer's 8 GPUs busy, every engine pod generating."""
+    for p in [trainer, *engines]:
+        uu = gpu_uuids(rng, 8)
+        fn = (lambda tp, g: h100_busy(rng)) if p == trainer else (lambda tp, g: h100_engine(rng))
+        cap.gpu_polls(p, uu, now - M(40), now - S(25), 120, fn, 81559)
+
+
 # ============================================================== 1. tail-only NCCL heartbeat hang
 
 
@@ -203,20 +283,12 @@ def build_tail_only_nccl_hang(root: Path):
     now = dt("2026-10-14T09:40:00")
     job = "rl-q3-8b-grpo-mathtool"
     pol, eng = f"{job}-0-7kq2x-0", f"{job}-1-7kq2x-0"
-    cap.capture_json(job, "coreweave", "kubernetes", now)
-    cap.state_jsonl(state_rows(now - M(70), now - S(25), 60, rng, pods=2))
-    cap.write_json("job.json", {
-        "job_id": job,
-        "model": {"name": "Qwen3-8B", "params_b": 8.2, "active_params_b": 8.2, "moe": False, "dtype": "bfloat16"},
-        "hardware": {"gpu": "H100-80GB-SXM", "gpus_per_node": 8, "nodes": 2},
-        "geometry": {"num_inference_engines": 4, "engine_tp": 2, "engine_ep": 1, "colocated": False,
-                     "policy_pods": [pol], "engine_pods": [eng]},
-        "rollout": {"n_concurrent_trials": 64, "n_samples_per_prompt": 8, "expected_episode_s": 600},
-        "expected_step_s": 600,
-        "new_or_untested": ["first GRPO run with FSDP2 + TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC=480"],
-        "max_retries": 1,
-        "enforce_eager": False,
-    })
+    cap.k8s_running(job, "coreweave", now, now - M(70), now - S(25), pods=2)
+    cap.job_json(job, model_info("Qwen3-8B", 8.2), h100_nodes(2),
+                 {"num_inference_engines": 4, "engine_tp": 2, "engine_ep": 1, "colocated": False,
+                  "policy_pods": [pol], "engine_pods": [eng]},
+                 rollout=rollout_info(64, 600), expected_step_s=600, max_retries=1, enforce_eager=False,
+                 new="first GRPO run with FSDP2 + TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC=480")
     # the policy pod's log as captured: `kubectl logs --tail=...` caught only the failing tail
     trio = excerpt("warpem-miss-alignment-105_nccl_watchdog_trio")
     term_tail = excerpt("NVIDIA-Fuser-3055_nccl_terminating")[0].split("Terminating th", 1)[1]
@@ -243,37 +315,29 @@ def build_tail_only_nccl_hang(root: Path):
         if tp < hang + M(4):
             return h100_engine(rng)
         return (0, 71900 + rng.random() * 50, 68 + rng.random() * 4)  # weights + KV resident, no requests
-    cap.write_text(f"gpu/{pol}.csv", gpu_csv(gpu_series(now - M(50), now - S(30), 120, rng, 8, pol_gpu), uu_p, 81559))
-    cap.write_text(f"gpu/{eng}.csv", gpu_csv(gpu_series(now - M(50), now - S(30), 120, rng, 8, eng_gpu), uu_e, 81559,
-                                             na_cells={(3, 5, "power")}))
-    cap.expected({
-        "verdict_in": ["KILL"], "job_status_in": ["WEDGED"], "failing_gates": ["A"],
-        "must_not_fail_gates": ["restarts"],
-        "evidence_must_match": ["(?i)watchdog got stuck for 480 seconds",
-                                "(?i)(worker died|SYSTEM_ERROR|0 ?%|idle|not computing|resident)"],
-        "next_steps_must_match": ["(?i)(nccl|watchdog|hang|dump|flight|collective|rank)"],
-        "why": ("Gate A WEDGED (seed §2: RUNNING + a real hang signature + stale-beyond-cadence logs -> lean KILL). The state "
-                "poll reads running with 2 pods, but the only policy-pod output is the PyTorch heartbeat-monitor tail: "
-                "'ProcessGroupNCCL's watchdog got stuck for 480 seconds ...', 'preparing to dump debug info', and 8 min "
-                "later 'Terminating the process after attempting to dump debug info, due to ProcessGroupNCCL watchdog "
-                "hang.', then the raylet's 'A worker died ... SYSTEM_ERROR ... connection error code 2. End of file.' "
-                "Nothing has been written for 23 min and the tail has no step/progress line to learn a cadence from, so "
-                "the core must judge from the signatures. Two independent families agree: the NCCL heartbeat abort "
-                "(log) and the policy GPUs holding ~61 GB at 0 % util / ~70 W since the hang (rank 1's memory freed "
-                "after its abort) plus the Ray worker death; the engines idle at 0 % with weights resident. KILL; "
-                "capture the flight-recorder dump and debug the collective hang before relaunch."),
-        "sources": [
-            {"thread": "warpem/miss-alignment#105",
-             "verbatim": "logs/pod_rank0.log lines 1-3 (the watchdog-stuck, preparing-to-dump and Terminating lines; only the glog timestamp re-timed)",
-             "reconstructed": "timestamps; the third line's text after 'Terminating th' (the stored excerpt is cut there) is completed from NVIDIA/Fuser#3055"},
-            {"thread": "NVIDIA/Fuser#3055", "verbatim": "tail of logs/pod_rank0.log line 3 ('e process after attempting to dump debug info, due to ProcessGroupNCCL watchdog hang.')",
-             "reconstructed": "nothing else"},
-            {"thread": "verl-project/verl#2189", "verbatim": "logs/pod_rank0.log line 4 (raylet worker died, unchanged)",
-             "reconstructed": "its placement 2 s after the abort"},
-            {"thread": "-", "verbatim": "-",
-             "reconstructed": "capture.json, state.jsonl, job.json (Qwen3-8B, 2x8 H100, 4 TP2 engines), both gpu/*.csv polls"},
-        ],
-    })
+    cap.gpu_polls(pol, uu_p, now - M(50), now - S(30), 120, pol_gpu, 81559)
+    cap.gpu_polls(eng, uu_e, now - M(50), now - S(30), 120, eng_gpu, 81559, na_cells={(3, 5, "power")})
+    cap.expect(verdict=["KILL"], status=["WEDGED"], failing=["A"], must_not_fail=["restarts"],
+               evidence=["(?i)watchdog got stuck for 480 seconds",
+                         "(?i)(worker died|SYSTEM_ERROR|0 ?%|idle|not computing|resident)"],
+               next_steps=["(?i)(nccl|watchdog|hang|dump|flight|collective|rank)"],
+               why="Gate A WEDGED (seed §2: RUNNING + a real hang signature + stale-beyond-cadence logs -> lean KILL). The state "
+                   "poll reads running with 2 pods, but the only policy-pod output is the PyTorch heartbeat-monitor tail: "
+                   "'ProcessGroupNCCL's watchdog got stuck for 480 seconds ...', 'preparing to dump debug info', and 8 min "
+                   "later 'Terminating the process after attempting to dump debug info, due to ProcessGroupNCCL watchdog "
+                   "hang.', then the raylet's 'A worker died ... SYSTEM_ERROR ... connection error code 2. End of file.' "
+                   "Nothing has been written for 23 min and the tail has no step/progress line to learn a cadence from, so "
+                   "the core must judge from the signatures. Two independent families agree: the NCCL heartbeat abort "
+                   "(log) and the policy GPUs holding ~61 GB at 0 % util / ~70 W since the hang (rank 1's memory freed "
+                   "after its abort) plus the Ray worker death; the engines idle at 0 % with weights resident. KILL; "
+                   "capture the flight-recorder dump and debug the collective hang before relaunch.",
+               sources=[
+                   ("warpem/miss-alignment#105", "logs/pod_rank0.log lines 1-3 (the watchdog-stuck, preparing-to-dump and Terminating lines; only the glog timestamp re-timed)",
+                    "timestamps; the third line's text after 'Terminating th' (the stored excerpt is cut there) is completed from NVIDIA/Fuser#3055"),
+                   ("NVIDIA/Fuser#3055", "tail of logs/pod_rank0.log line 3 ('e process after attempting to dump debug info, due to ProcessGroupNCCL watchdog hang.')", "nothing else"),
+                   ("verl-project/verl#2189", "logs/pod_rank0.log line 4 (raylet worker died, unchanged)", "its placement 2 s after the abort"),
+                   ("-", "-", "capture.json, state.jsonl, job.json (Qwen3-8B, 2x8 H100, 4 TP2 engines), both gpu/*.csv polls"),
+               ])
 
 
 # ============================================================== 2. GPU fell off the bus on an engine node
@@ -286,20 +350,12 @@ def build_gpu_fallen_off_bus(root: Path):
     job = "rl-q3-32b-swe-neb"
     trainer, engines = f"{job}-trainer-0", [f"{job}-vllm-0", f"{job}-vllm-1"]
     node = "gpu-h100-b17"  # host of vllm-1
-    cap.capture_json(job, "nebius", "kubernetes", now)
-    cap.state_jsonl(state_rows(now - M(60), now - S(20), 60, rng, pods=3))
-    cap.write_json("job.json", {
-        "job_id": job,
-        "model": {"name": "Qwen3-32B", "params_b": 32.8, "active_params_b": 32.8, "moe": False, "dtype": "bfloat16"},
-        "hardware": {"gpu": "H100-80GB-SXM", "gpus_per_node": 8, "nodes": 3},
-        "geometry": {"num_inference_engines": 2, "engine_tp": 8, "engine_ep": 1, "colocated": False,
-                     "engine_pods": engines, "policy_pods": [trainer]},
-        "rollout": {"n_concurrent_trials": 48, "n_samples_per_prompt": 8, "expected_episode_s": 900},
-        "expected_step_s": 900,
-        "new_or_untested": ["first run on the b17-b19 H100 nodes"],
-        "max_retries": 1,
-        "enforce_eager": False,
-    })
+    cap.k8s_running(job, "nebius", now, now - M(60), now - S(20), pods=3)
+    cap.job_json(job, model_info("Qwen3-32B", 32.8), h100_nodes(3),
+                 {"num_inference_engines": 2, "engine_tp": 8, "engine_ep": 1, "colocated": False,
+                  "engine_pods": engines, "policy_pods": [trainer]},
+                 rollout=rollout_info(48, 900), expected_step_s=900, max_retries=1, enforce_eager=False,
+                 new="first run on the b17-b19 H100 nodes")
     t_x = now - M(27)  # the Xid
     # node dmesg
     boot = now - timedelta(days=3, hours=2)
@@ -317,28 +373,16 @@ def build_gpu_fallen_off_bus(root: Path):
             e.add(t + S(0.1), retime_vllm(dead[1], t + S(0.1)))
             e.add(t + S(0.1), dead[2])
             api = excerpt("club-3090-751_apiserver_enginedeaderror")
-            for k, ln in enumerate(api):
-                e.add(t + S(0.4 + k * 0.001), retime_vllm(ln, t + S(0.4)))
+            add_burst(e, api, t + S(0.4), retime_vllm, spacing=0.001)
         cap.write_text(f"logs/{ep}.log", e.render())
     # trainer: steps until the Xid, then waiting on the generation buffer
-    tl = Log()
-    P = ray_pfx("skyrl_entrypoint", 4410, "10.60.1.12")
-    skyrl_run(tl, P, now - M(118), 21, rng, until=now, step_s=900, freeze_from=t_x - M(6),
-              stop_after="wait_for_generation_buffer")
-    RC = [ray_pfx("RolloutCoordinator", p, "10.60.1.12") for p in (4501, 4502)]
-    for k in range(10):
-        tg = now - M(110) + S(480 * k)
-        if tg < t_x:
-            generator_group_lines(tl, RC[k % 2], tg, "x", ok=8 if k % 4 else 7)
+    tl = skyrl_trainer(rng, now, 4410, "10.60.1.12", now - M(118), 21, 900, rollout_dead=t_x, freeze_lead_min=6)
+    coordinator_groups(tl, "10.60.1.12", (4501, 4502), now - M(110), 480, 10, bad_every=4, until=t_x)
     cap.write_text("logs/pod_rank0.log", tl.render())
     # GPUs
     uu = {p: gpu_uuids(rng, 8) for p in (trainer, *engines)}
-
-    def f_tr(tp, g):
-        return h100_busy(rng) if tp < t_x else (0, 66000 + rng.random() * 300, 112 + rng.random() * 8)
-    cap.write_text(f"gpu/{trainer}.csv", gpu_csv(gpu_series(now - M(45), now - S(30), 120, rng, 8, f_tr), uu[trainer], 81559))
-    cap.write_text(f"gpu/{engines[0]}.csv", gpu_csv(gpu_series(now - M(45), now - S(30), 120, rng, 8,
-                                                                lambda tp, g: h100_engine(rng)), uu[engines[0]], 81559))
+    cap.gpu_polls(trainer, uu[trainer], now - M(45), now - S(30), 120, busy_until(rng, t_x, 66000, 300, 112, 8), 81559)
+    cap.gpu_polls(engines[0], uu[engines[0]], now - M(45), now - S(30), 120, lambda tp, g: h100_engine(rng), 81559)
     pre = gpu_series(now - M(45), t_x - S(10), 120, rng, 8, lambda tp, g: h100_engine(rng))
     txt = gpu_csv(pre, uu[engines[1]], 81559)
     lost = excerpt("dcgm-exporter-604_nvidia_smi_device_handle")[0].replace("GPU 000:BA:80.0", "GPU 00000000:02:00.0")
@@ -347,32 +391,25 @@ def build_gpu_fallen_off_bus(root: Path):
         txt += lost + "\n"  # nvidia-smi gives up on the whole query once one GPU is gone
         t += S(120)
     cap.write_text(f"gpu/{node}.csv", txt)
-    cap.expected({
-        "verdict_in": ["KILL"], "job_status_in": ["WEDGED", "ALIVE"], "failing_gates": ["B"],
-        "must_not_fail_gates": ["restarts"],
-        "evidence_must_match": ["(?i)(fallen off the bus|Xid\\W{0,20}79)"],
-        "next_steps_must_match": ["(?i)(cordon|drain)"],
-        "why": ("Gate B (seed §3: every inference engine must be alive and generating; an engine that is gone is a hard "
-                "FAIL) with a hardware root cause: node gpu-h100-b17's kernel log shows a PCIe Surprise Down then "
-                "'NVRM: Xid (PCI:0000:02:00): 79, GPU has fallen off the bus.'; seconds later engine vllm-1's "
-                "EngineCore reports 'Worker proc VllmWorker-0 died unexpectedly, shutting down executor.' and the API "
-                "server 'EngineDeadError'; nvidia-smi on that host now only prints 'Unable to determine the device handle "
-                "for GPU 00000000:02:00.0: Unknown Error'. The other engine still generates but the trainer has sat in "
-                "wait_for_generation_buffer for ~30 min. A lost GPU does not come back without a node reset: KILL, "
-                "cordon/drain the node (GPU reset / RMA) and relaunch on healthy nodes."),
-        "sources": [
-            {"thread": "wilicc/gpu-burn#1", "verbatim": "logs/dmesg-gpu-h100-b17.log (all 13 lines; message text unchanged)",
-             "reconstructed": "the [uptime] stamps, shifted so the Xid lands 27 min before capture"},
-            {"thread": "vllm-project/vllm#27405", "verbatim": "logs/rl-q3-32b-swe-neb-vllm-1.log: TCPStore warning, 'Worker proc VllmWorker-0 died unexpectedly', 'Process EngineCore_DP0:'",
-             "reconstructed": "timestamps"},
-            {"thread": "noonghunna/club-3090#751", "verbatim": "logs/rl-q3-32b-swe-neb-vllm-1.log: the three APIServer EngineDeadError lines",
-             "reconstructed": "timestamps"},
-            {"thread": "NVIDIA/dcgm-exporter#604", "verbatim": "the 'Unable to determine the device handle for GPU ...: Unknown Error' line in gpu/gpu-h100-b17.csv",
-             "reconstructed": "PCI id changed to the dmesg GPU's (00000000:02:00.0); repeated once per failed poll"},
-            {"thread": "-", "verbatim": "-",
-             "reconstructed": "vLLM 0.11 stats lines, SkyRL trainer/generator lines, state.jsonl, job.json, other GPU polls"},
-        ],
-    })
+    cap.expect(verdict=["KILL"], status=["WEDGED", "ALIVE"], failing=["B"], must_not_fail=["restarts"],
+               evidence=["(?i)(fallen off the bus|Xid\\W{0,20}79)"],
+               next_steps=["(?i)(cordon|drain)"],
+               why="Gate B (seed §3: every inference engine must be alive and generating; an engine that is gone is a hard "
+                   "FAIL) with a hardware root cause: node gpu-h100-b17's kernel log shows a PCIe Surprise Down then "
+                   "'NVRM: Xid (PCI:0000:02:00): 79, GPU has fallen off the bus.'; seconds later engine vllm-1's "
+                   "EngineCore reports 'Worker proc VllmWorker-0 died unexpectedly, shutting down executor.' and the API "
+                   "server 'EngineDeadError'; nvidia-smi on that host now only prints 'Unable to determine the device handle "
+                   "for GPU 00000000:02:00.0: Unknown Error'. The other engine still generates but the trainer has sat in "
+                   "wait_for_generation_buffer for ~30 min. A lost GPU does not come back without a node reset: KILL, "
+                   "cordon/drain the node (GPU reset / RMA) and relaunch on healthy nodes.",
+               sources=[
+                   ("wilicc/gpu-burn#1", "logs/dmesg-gpu-h100-b17.log (all 13 lines; message text unchanged)", "the [uptime] stamps, shifted so the Xid lands 27 min before capture"),
+                   ("vllm-project/vllm#27405", "logs/rl-q3-32b-swe-neb-vllm-1.log: TCPStore warning, 'Worker proc VllmWorker-0 died unexpectedly', 'Process EngineCore_DP0:'", "timestamps"),
+                   ("noonghunna/club-3090#751", "logs/rl-q3-32b-swe-neb-vllm-1.log: the three APIServer EngineDeadError lines", "timestamps"),
+                   ("NVIDIA/dcgm-exporter#604", "the 'Unable to determine the device handle for GPU ...: Unknown Error' line in gpu/gpu-h100-b17.csv",
+                    "PCI id changed to the dmesg GPU's (00000000:02:00.0); repeated once per failed poll"),
+                   ("-", "-", "vLLM 0.11 stats lines, SkyRL trainer/generator lines, state.jsonl, job.json, other GPU polls"),
+               ])
 
 
 # ============================================================== 3. healthy job with three NaN metric lines
@@ -385,19 +422,10 @@ def build_healthy_nan_loss_lines(root: Path):
     jid = "4418207"
     name = "grpo-q25-7b-gsm-dapo"
     start = now - M(470)
-    cap.capture_json(jid, "tacc-vista", "slurm", now)
-    cap.write_text("sacct.txt", "JobID|JobName|State|Start|End|ExitCode|Restarts\n"
-                   f"{jid}|{name}|RUNNING|{start:%Y-%m-%dT%H:%M:%S}|Unknown|0:0|0\n")
-    cap.write_json("job.json", {
-        "job_id": jid,
-        "model": {"name": "Qwen2.5-7B-Instruct", "params_b": 7.6, "active_params_b": 7.6, "moe": False, "dtype": "bfloat16"},
-        "hardware": {"gpu": "GH200-96GB", "gpus_per_node": 1, "nodes": 8},
-        "geometry": {"num_inference_engines": 8, "engine_tp": 1, "colocated": True},
-        "rollout": {"n_samples_per_prompt": 8},
-        "expected_step_s": 420,
-        "new_or_untested": ["low_var_kl + lr 2e-6 (first try)"],
-        "max_retries": 0,
-    })
+    cap.slurm_running(jid, name, "tacc-vista", now, start)
+    cap.job_json(jid, model_info("Qwen2.5-7B-Instruct", 7.6), ("GH200-96GB", 1, 8),
+                 {"num_inference_engines": 8, "engine_tp": 1, "colocated": True},
+                 rollout=rollout_info(), expected_step_s=420, max_retries=0, new="low_var_kl + lr 2e-6 (first try)")
     out = Log()
     TR = ray_pfx("TaskRunner", 903117, color=False)
     WD = [ray_pfx("WorkerDict", 903400 + i, f"10.71.0.{11 + i}", color=False) for i in range(4)]
@@ -408,12 +436,8 @@ def build_healthy_nan_loss_lines(root: Path):
     while t < now - S(30):
         gen0 = t + S(5)
         for w in WD:
-            tt = gen0 + S(rng.random() * 4)
-            while tt < gen0 + S(170):
-                g = rng.uniform(2400, 4600)
-                out.add(tt, w + vllm_v0(tt, "INFO", "metrics.py:455", v0_stats(g * 0.6, g, rng.randint(40, 120), 0, 0,
-                                                                             rng.uniform(20, 60))))
-                tt += S(10 + rng.uniform(-0.05, 0.05))
+            v0_engine_stats(out, w, gen0 + S(rng.random() * 4), gen0 + S(170), rng, file_line="metrics.py:455",
+                            gen=(2400, 4600), prompt_frac=0.6, run=(40, 120), kv=(20, 60), jitter=0.05)
         step_s = 400 + rng.random() * 40
         te = t + S(step_s)
         if te > now - S(30):
@@ -439,25 +463,22 @@ def build_healthy_nan_loss_lines(root: Path):
             ph = ((tp - now).total_seconds() % 420) / 420
             return (90 + rng.random() * 10, 80000 + rng.random() * 8000, 450 + rng.random() * 200) if ph > 0.1 else \
                 (20 + rng.random() * 30, 60000 + rng.random() * 2000, 180 + rng.random() * 60)
-        cap.write_text(f"gpu/c6{n:02d}-0{n % 4 + 1}1.csv", gpu_csv(gpu_series(now - M(30), now - S(20), 150, rng, 1, f), uu, 97871))
-    cap.expected({
-        "verdict_in": ["NO-KILL"], "job_status_in": ["ALIVE"], "failing_gates": [],
-        "must_not_fail_gates": ["A", "B", "restarts"],
-        "escalate": True,
-        "evidence_must_match": ["(?i)\\bnan\\b"],
-        "why": ("Healthy, progressing run with a numerical wobble the seed has no kill rule for (seed §5: 'Default to NO-KILL "
-                "+ escalate on genuine ambiguity'). sacct says RUNNING; verl steps land every ~7 min through step 7x with "
-                "finite losses and critic/score/mean rising 0.55 -> 0.70; the colocated vLLM engines keep printing "
-                "~2.4-4.6k tok/s. Exactly three step lines carry NaN (steps 47, 59, 66; step 59 is the verbatim verl#721 "
-                "line with actor/kl_loss, entropy_loss, pg_loss, ppo_kl and grad_norm all nan) and every following step is "
-                "finite again (verl skips a non-finite update). No gate FAILs, so NO-KILL; but a NaN in the policy loss "
-                "is a learning-signal risk worth a human look: escalate=true, and flip to KILL if NaN persists across "
-                "consecutive steps or rewards collapse / outputs degrade to '!!!!'."),
-        "sources": [
-            {"thread": "verl-project/verl#721", "verbatim": "the step:59 line in logs/slurm-4418207.out (unchanged apart from the Ray '(TaskRunner pid=...)' prefix added by us)",
-             "reconstructed": "every other step line (same key layout, invented values; steps 47 and 66 carry grad_norm:nan / pg_loss:nan in that format), the vLLM V0 stats lines, sacct.txt, job.json, GPU polls"},
-        ],
-    })
+        cap.gpu_polls(f"c6{n:02d}-0{n % 4 + 1}1", uu, now - M(30), now - S(20), 150, f, 97871)
+    cap.expect(verdict=["NO-KILL"], status=["ALIVE"], failing=[], must_not_fail=["A", "B", "restarts"],
+               escalate=True,
+               evidence=["(?i)\\bnan\\b"],
+               why="Healthy, progressing run with a numerical wobble the seed has no kill rule for (seed §5: 'Default to NO-KILL "
+                   "+ escalate on genuine ambiguity'). sacct says RUNNING; verl steps land every ~7 min through step 7x with "
+                   "finite losses and critic/score/mean rising 0.55 -> 0.70; the colocated vLLM engines keep printing "
+                   "~2.4-4.6k tok/s. Exactly three step lines carry NaN (steps 47, 59, 66; step 59 is the verbatim verl#721 "
+                   "line with actor/kl_loss, entropy_loss, pg_loss, ppo_kl and grad_norm all nan) and every following step is "
+                   "finite again (verl skips a non-finite update). No gate FAILs, so NO-KILL; but a NaN in the policy loss "
+                   "is a learning-signal risk worth a human look: escalate=true, and flip to KILL if NaN persists across "
+                   "consecutive steps or rewards collapse / outputs degrade to '!!!!'.",
+               sources=[
+                   ("verl-project/verl#721", "the step:59 line in logs/slurm-4418207.out (unchanged apart from the Ray '(TaskRunner pid=...)' prefix added by us)",
+                    "every other step line (same key layout, invented values; steps 47 and 66 carry grad_norm:nan / pg_loss:nan in that format), the vLLM V0 stats lines, sacct.txt, job.json, GPU polls"),
+               ])
 
 
 # ============================================================== 4. vLLM V1 engine death with the real cause above
@@ -469,20 +490,12 @@ def build_vllm_engine_dead_root_cause(root: Path):
     now = dt("2026-08-21T11:50:00")
     job = "rl-q3-14b-lmcache-kvoff"
     trainer, engine = f"{job}-trainer-0", f"{job}-vllm-0"
-    cap.capture_json(job, "oci", "kubernetes", now)
-    cap.state_jsonl(state_rows(now - M(60), now - S(30), 60, rng, pods=2))
-    cap.write_json("job.json", {
-        "job_id": job,
-        "model": {"name": "Qwen3-14B", "params_b": 14.8, "active_params_b": 14.8, "moe": False, "dtype": "bfloat16"},
-        "hardware": {"gpu": "H100-80GB-SXM", "gpus_per_node": 8, "nodes": 2},
-        "geometry": {"num_inference_engines": 1, "engine_tp": 4, "engine_ep": 1, "colocated": False,
-                     "engine_pods": [engine], "policy_pods": [trainer]},
-        "rollout": {"n_concurrent_trials": 32, "n_samples_per_prompt": 8, "expected_episode_s": 900},
-        "expected_step_s": 780,
-        "new_or_untested": ["vLLM V1 with the LMCache KV connector (kv offload) for the first time"],
-        "max_retries": 1,
-        "enforce_eager": False,
-    })
+    cap.k8s_running(job, "oci", now, now - M(60), now - S(30), pods=2)
+    cap.job_json(job, model_info("Qwen3-14B", 14.8), h100_nodes(2),
+                 {"num_inference_engines": 1, "engine_tp": 4, "engine_ep": 1, "colocated": False,
+                  "engine_pods": [engine], "policy_pods": [trainer]},
+                 rollout=rollout_info(32, 900), expected_step_s=780, max_retries=1, enforce_eager=False,
+                 new="vLLM V1 with the LMCache KV connector (kv offload) for the first time")
     t_d = now - M(34)
     e = Log()
     vllm011_stats(e, now - M(58), t_d - S(4), rng, pid=697224, gen=(1200, 2600), run=(20, 40))
@@ -490,55 +503,40 @@ def build_vllm_engine_dead_root_cause(root: Path):
     step_frame = [ln.replace("pid=595868", "pid=697344") for ln in excerpt("LMCache-2306_enginecore_step_frame_turn6")]
     pfx = head[0].split("EngineCore encountered")[0]  # '(EngineCore_DP0 pid=697344) ERROR MM-DD ... [core.py:844] '
     cause = pfx + "ValueError: vllm model for vllm-instance not found."
-    for k, ln in enumerate(head + step_frame + [cause]):
-        e.add(t_d + S(k * 0.0005), retime_vllm(ln, t_d))
-    for k, ln in enumerate(excerpt("LMCache-2306_apiserver_enginedeaderror")):
-        e.add(t_d + S(0.2 + k * 0.0005), retime_vllm(ln, t_d))
+    add_burst(e, head + step_frame + [cause], t_d, retime_vllm, spacing=0.0005)
+    add_burst(e, excerpt("LMCache-2306_apiserver_enginedeaderror"), t_d + S(0.2), retime_vllm, spacing=0.0005, stamp=t_d)
     for k in range(6):
         ta = t_d + S(0.3 + k * 0.7)
         e.add(ta, f"(APIServer pid=697224) INFO:     10.44.2.{17 + k}:{41000 + 37 * k} - \"POST /v1/chat/completions HTTP/1.1\" 500 Internal Server Error")
     cap.write_text(f"logs/{engine}.log", e.render())
-    tl = Log()
-    P = ray_pfx("skyrl_entrypoint", 2280, "10.44.1.9")
-    skyrl_run(tl, P, now - M(120), 8, rng, until=now, step_s=780, freeze_from=t_d - M(5),
-              stop_after="wait_for_generation_buffer")
-    RC = ray_pfx("RolloutCoordinator", 2301, "10.44.1.9")
-    for k in range(8):
-        tg = now - M(112) + S(600 * k)
-        if tg < t_d:
-            generator_group_lines(tl, RC, tg, "x", ok=8 if k % 3 else 7)
+    tl = skyrl_trainer(rng, now, 2280, "10.44.1.9", now - M(120), 8, 780, rollout_dead=t_d)
+    coordinator_groups(tl, "10.44.1.9", (2301,), now - M(112), 600, 8, bad_every=3, until=t_d)
     cap.write_text("logs/pod_rank0.log", tl.render())
     uu_t, uu_e = gpu_uuids(rng, 8), gpu_uuids(rng, 8)
-    cap.write_text(f"gpu/{trainer}.csv", gpu_csv(gpu_series(now - M(45), now - S(30), 120, rng, 8,
-                   lambda tp, g: h100_busy(rng) if tp < t_d else (0, 64000 + rng.random() * 200, 110 + rng.random() * 9)), uu_t, 81559))
-    cap.write_text(f"gpu/{engine}.csv", gpu_csv(gpu_series(now - M(45), now - S(30), 120, rng, 8,
-                   lambda tp, g: (h100_engine(rng) if g < 4 else (0, 0, 66.0)) if tp < t_d else (0, 0, 67 + rng.random() * 4)),
-                   uu_e, 81559))
+    cap.gpu_polls(trainer, uu_t, now - M(45), now - S(30), 120, busy_until(rng, t_d, 64000, 200, 110, 9), 81559)
+    cap.gpu_polls(engine, uu_e, now - M(45), now - S(30), 120,
+                  lambda tp, g: (h100_engine(rng) if g < 4 else (0, 0, 66.0)) if tp < t_d else (0, 0, 67 + rng.random() * 4),
+                  81559)
     # the last trial finishes before the engine died (none can complete after it)
     trials(cap, rng, now, n=7, job=job, model="Qwen3-14B", api_base=f"http://{engine}:8000/v1", first=now - M(110),
            every_s=600)
-    cap.expected({
-        "verdict_in": ["KILL"], "job_status_in": ["WEDGED"], "failing_gates": ["A"],
-        "must_not_fail_gates": ["restarts"],
-        "evidence_must_match": ["ValueError", "(?i)EngineDeadError|EngineCore encountered a fatal error"],
-        "next_steps_must_match": ["ValueError"],
-        "why": ("Gate A WEDGED (seed §2: RUNNING + a death signature 'EngineDeadError' + stale trainer): the only vLLM "
-                "engine's EngineCore logged 'EngineCore encountered a fatal error.' with a traceback through "
-                "run_busy_loop -> step -> future.result() ending in 'ValueError: vllm model for vllm-instance not found.' "
-                "(the LMCache KV connector cannot find its registered vLLM instance), then the API server raised "
-                "'EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.' and answers "
-                "500 since. The state poll still says running; the SkyRL trainer has waited in "
-                "wait_for_generation_buffer for ~39 min against a ~13 min cadence. KILL, and the next steps must name the "
-                "cause above the EngineDeadError (the ValueError in the LMCache connector path), not just 'engine died': "
-                "fix/disable the kv connector config before relaunch."),
-        "sources": [
-            {"thread": "LMCache/LMCache#2306",
-             "verbatim": "logs/rl-q3-14b-lmcache-kvoff-vllm-0.log: the 9 EngineCore 'fatal error' traceback-head lines and the 11 APIServer EngineDeadError / EngineCore _bootstrap lines (turn 8), plus the 2 'line 342, in step / future.result()' frame lines (turn 6)",
-             "reconstructed": "timestamps; the turn-6 frame's pid 595868 -> 697344 to sit in the turn-8 traceback; the final 'ValueError: vllm model for vllm-instance not found.' line is built from the thread title in the same log prefix (the stored excerpt is cut before it); the 500 access lines"},
-            {"thread": "-", "verbatim": "-",
-             "reconstructed": "vLLM 0.11 stats lines, SkyRL trainer, state.jsonl, job.json, GPU polls, Harbor trials"},
-        ],
-    })
+    cap.expect(verdict=["KILL"], status=["WEDGED"], failing=["A"], must_not_fail=["restarts"],
+               evidence=["ValueError", "(?i)EngineDeadError|EngineCore encountered a fatal error"],
+               next_steps=["ValueError"],
+               why="Gate A WEDGED (seed §2: RUNNING + a death signature 'EngineDeadError' + stale trainer): the only vLLM "
+                   "engine's EngineCore logged 'EngineCore encountered a fatal error.' with a traceback through "
+                   "run_busy_loop -> step -> future.result() ending in 'ValueError: vllm model for vllm-instance not found.' "
+                   "(the LMCache KV connector cannot find its registered vLLM instance), then the API server raised "
+                   "'EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.' and answers "
+                   "500 since. The state poll still says running; the SkyRL trainer has waited in "
+                   "wait_for_generation_buffer for ~39 min against a ~13 min cadence. KILL, and the next steps must name the "
+                   "cause above the EngineDeadError (the ValueError in the LMCache connector path), not just 'engine died': "
+                   "fix/disable the kv connector config before relaunch.",
+               sources=[
+                   ("LMCache/LMCache#2306", "logs/rl-q3-14b-lmcache-kvoff-vllm-0.log: the 9 EngineCore 'fatal error' traceback-head lines and the 11 APIServer EngineDeadError / EngineCore _bootstrap lines (turn 8), plus the 2 'line 342, in step / future.result()' frame lines (turn 6)",
+                    "timestamps; the turn-6 frame's pid 595868 -> 697344 to sit in the turn-8 traceback; the final 'ValueError: vllm model for vllm-instance not found.' line is built from the thread title in the same log prefix (the stored excerpt is cut before it); the 500 access lines"),
+                   ("-", "-", "vLLM 0.11 stats lines, SkyRL trainer, state.jsonl, job.json, GPU polls, Harbor trials"),
+               ])
 
 
 # ============================================================== 5. SGLang rollout server died
@@ -550,68 +548,45 @@ def build_sglang_rollout_server_dead(root: Path):
     now = dt("2026-06-30T02:15:00")
     job = "rl-q25-32b-sgl-coder"
     trainer, server = f"{job}-trainer-0", f"{job}-sglang-0"
-    cap.capture_json(job, "gke-a3mega", "kubernetes", now)
-    cap.state_jsonl(state_rows(now - M(60), now - S(35), 60, rng, pods=2))
-    cap.write_json("job.json", {
-        "job_id": job,
-        "model": {"name": "Qwen2.5-Coder-32B-Instruct", "params_b": 32.8, "active_params_b": 32.8, "moe": False,
-                  "dtype": "bfloat16"},
-        "hardware": {"gpu": "H100-80GB-SXM", "gpus_per_node": 8, "nodes": 2},
-        "geometry": {"num_inference_engines": 1, "engine_tp": 8, "colocated": False,
-                     "engine_pods": [server], "policy_pods": [trainer]},
-        "rollout": {"n_concurrent_trials": 64, "n_samples_per_prompt": 8, "expected_episode_s": 900},
-        "expected_step_s": 840,
-        "new_or_untested": ["remote SGLang rollout server (sglang 0.4.3) instead of vLLM"],
-        "max_retries": 1,
-    })
+    cap.k8s_running(job, "gke-a3mega", now, now - M(60), now - S(35), pods=2)
+    cap.job_json(job, model_info("Qwen2.5-Coder-32B-Instruct", 32.8), h100_nodes(2),
+                 {"num_inference_engines": 1, "engine_tp": 8, "colocated": False,
+                  "engine_pods": [server], "policy_pods": [trainer]},
+                 rollout=rollout_info(64, 900), expected_step_s=840, max_retries=1,
+                 new="remote SGLang rollout server (sglang 0.4.3) instead of vLLM")
     t_c = now - M(38)
     s = Log()
     sglang_decode_lines(s, now - M(58), t_c - S(3), rng)
     exc = excerpt("sglang-3713_scheduler_exception")
-    for k, ln in enumerate(exc):
-        s.add(t_c + S(k * 0.0001), retime_sglang(ln, t_c))
+    add_burst(s, exc, t_c, retime_sglang, spacing=0.0001)
     s.add(t_c + S(0.01), retime_sglang(excerpt("sglang-3730_sigquit")[0], t_c))
     cap.write_text(f"logs/{server}.log", s.render())
-    tl = Log()
-    P = ray_pfx("skyrl_entrypoint", 7712, "10.8.0.5")
-    skyrl_run(tl, P, now - M(125), 14, rng, until=now, step_s=840, freeze_from=t_c - M(4),
-              stop_after="wait_for_generation_buffer")
-    RC = ray_pfx("RolloutCoordinator", 7790, "10.8.0.5")
-    for k in range(9):
-        tg = now - M(118) + S(540 * k)
-        if tg < t_c:
-            generator_group_lines(tl, RC, tg, "x", ok=8 if k % 4 else 6)
+    tl = skyrl_trainer(rng, now, 7712, "10.8.0.5", now - M(125), 14, 840, rollout_dead=t_c, freeze_lead_min=4)
+    coordinator_groups(tl, "10.8.0.5", (7790,), now - M(118), 540, 9, bad_every=4, bad_ok=6, until=t_c)
     cap.write_text("logs/pod_rank0.log", tl.render())
     uu_t, uu_s = gpu_uuids(rng, 8), gpu_uuids(rng, 8)
-    cap.write_text(f"gpu/{trainer}.csv", gpu_csv(gpu_series(now - M(45), now - S(30), 120, rng, 8,
-                   lambda tp, g: h100_busy(rng) if tp < t_c else (0, 59000 + rng.random() * 300, 108 + rng.random() * 9)), uu_t, 81559))
-    cap.write_text(f"gpu/{server}.csv", gpu_csv(gpu_series(now - M(45), now - S(30), 120, rng, 8,
-                   lambda tp, g: h100_engine(rng) if tp < t_c else (0, 0, 66 + rng.random() * 4)), uu_s, 81559))
+    cap.gpu_polls(trainer, uu_t, now - M(45), now - S(30), 120, busy_until(rng, t_c, 59000, 300, 108, 9), 81559)
+    cap.gpu_polls(server, uu_s, now - M(45), now - S(30), 120,
+                  lambda tp, g: h100_engine(rng) if tp < t_c else (0, 0, 66 + rng.random() * 4), 81559)
     trials(cap, rng, now, n=7, job=job, model="Qwen2.5-Coder-32B-Instruct", api_base=f"http://{server}:30000/v1",
            first=now - M(115), every_s=600)
-    cap.expected({
-        "verdict_in": ["KILL"], "job_status_in": ["WEDGED"], "failing_gates": ["A"],
-        "must_not_fail_gates": ["restarts"],
-        "evidence_must_match": ["(?i)(sglang|rollout server)", "(?i)(illegal memory access|Scheduler hit an exception|sigquit)"],
-        "next_steps_must_not_match": ["(?i)policy mesh"],
-        "why": ("Gate A WEDGED on the ROLLOUT side (seed §2 death signatures: a real Traceback + stale trainer while the "
-                "state poll says running): the remote SGLang server's scheduler logged '[... TP0] Scheduler hit an "
-                "exception' ending in 'RuntimeError: CUDA error: an illegal memory access was encountered' and the "
-                "launcher 'Received sigquit from a child proces. It usually means the child failed.'; its GPUs are "
-                "empty since. The SkyRL trainer has sat in wait_for_generation_buffer for ~40 min (cadence ~14 min). "
-                "The policy side is fine - there is no NCCL/FSDP signature - so the evidence must name the SGLang "
-                "rollout server and the next steps must not send the supervisor to debug a policy mesh: KILL, "
-                "restart/relaunch the SGLang server (or fall back to vLLM) with the crash reproduced/fixed "
-                "(CUDA_LAUNCH_BLOCKING, a pinned sglang version)."),
-        "sources": [
-            {"thread": "sgl-project/sglang#3713", "verbatim": "logs/rl-q25-32b-sgl-coder-sglang-0.log: the 'Scheduler hit an exception' traceback (18 lines)",
-             "reconstructed": "its timestamp"},
-            {"thread": "sgl-project/sglang#3730", "verbatim": "the 'Received sigquit from a child proces. It usually means the child failed.' line",
-             "reconstructed": "its timestamp (moved next to the #3713 crash)"},
-            {"thread": "-", "verbatim": "-",
-             "reconstructed": "SGLang 'Decode batch.' lines (sglang 0.4 format, invented values), SkyRL trainer, state.jsonl, job.json, GPU polls, trials"},
-        ],
-    })
+    cap.expect(verdict=["KILL"], status=["WEDGED"], failing=["A"], must_not_fail=["restarts"],
+               evidence=["(?i)(sglang|rollout server)", "(?i)(illegal memory access|Scheduler hit an exception|sigquit)"],
+               next_steps_not=["(?i)policy mesh"],
+               why="Gate A WEDGED on the ROLLOUT side (seed §2 death signatures: a real Traceback + stale trainer while the "
+                   "state poll says running): the remote SGLang server's scheduler logged '[... TP0] Scheduler hit an "
+                   "exception' ending in 'RuntimeError: CUDA error: an illegal memory access was encountered' and the "
+                   "launcher 'Received sigquit from a child proces. It usually means the child failed.'; its GPUs are "
+                   "empty since. The SkyRL trainer has sat in wait_for_generation_buffer for ~40 min (cadence ~14 min). "
+                   "The policy side is fine - there is no NCCL/FSDP signature - so the evidence must name the SGLang "
+                   "rollout server and the next steps must not send the supervisor to debug a policy mesh: KILL, "
+                   "restart/relaunch the SGLang server (or fall back to vLLM) with the crash reproduced/fixed "
+                   "(CUDA_LAUNCH_BLOCKING, a pinned sglang version).",
+               sources=[
+                   ("sgl-project/sglang#3713", "logs/rl-q25-32b-sgl-coder-sglang-0.log: the 'Scheduler hit an exception' traceback (18 lines)", "its timestamp"),
+                   ("sgl-project/sglang#3730", "the 'Received sigquit from a child proces. It usually means the child failed.' line", "its timestamp (moved next to the #3713 crash)"),
+                   ("-", "-", "SGLang 'Decode batch.' lines (sglang 0.4 format, invented values), SkyRL trainer, state.jsonl, job.json, GPU polls, trials"),
+               ])
 
 
 # ============================================================== 6. one engine resident but never generating
@@ -624,20 +599,12 @@ def build_resident_idle_engine(root: Path):
     job = "rl-q3-8b-nl2bash-4eng"
     trainer = f"{job}-trainer-0"
     engines = [f"{job}-vllm-{i}" for i in range(4)]
-    cap.capture_json(job, "coreweave", "kubernetes", now)
-    cap.state_jsonl(state_rows(now - M(60), now - S(25), 60, rng, pods=5))
-    cap.write_json("job.json", {
-        "job_id": job,
-        "model": {"name": "Qwen3-8B", "params_b": 8.2, "active_params_b": 8.2, "moe": False, "dtype": "bfloat16"},
-        "hardware": {"gpu": "H100-80GB-SXM", "gpus_per_node": 8, "nodes": 2},
-        "geometry": {"num_inference_engines": 4, "engine_tp": 2, "engine_ep": 1, "colocated": False,
-                     "engine_pods": engines, "policy_pods": [trainer]},
-        "rollout": {"n_concurrent_trials": 64, "n_samples_per_prompt": 8, "expected_episode_s": 600},
-        "expected_step_s": 600,
-        "new_or_untested": ["4 separate engine pods behind a new router"],
-        "max_retries": 1,
-        "enforce_eager": False,
-    })
+    cap.k8s_running(job, "coreweave", now, now - M(60), now - S(25), pods=5)
+    cap.job_json(job, model_info("Qwen3-8B", 8.2), h100_nodes(2),
+                 {"num_inference_engines": 4, "engine_tp": 2, "engine_ep": 1, "colocated": False,
+                  "engine_pods": engines, "policy_pods": [trainer]},
+                 rollout=rollout_info(64, 600), expected_step_s=600, max_retries=1, enforce_eager=False,
+                 new="4 separate engine pods behind a new router")
     t_up = now - M(72)
     for i, ep in enumerate(engines):
         e = Log()
@@ -652,13 +619,8 @@ def build_resident_idle_engine(root: Path):
                 t = t_up + S(off)
                 e.add(t, retime_vllm(ln, t))
         cap.write_text(f"logs/{ep}.log", e.render())
-    tl = Log()
-    P = ray_pfx("skyrl_entrypoint", 3302, "10.12.0.4")
-    skyrl_run(tl, P, now - M(118), 5, rng, until=now, step_s=620)
-    tl.items = [it for it in tl.items if it[0] <= now - S(2)]
-    RC = [ray_pfx("RolloutCoordinator", p, "10.12.0.4") for p in (3401, 3402, 3403)]
-    for k in range(16):
-        generator_group_lines(tl, RC[k % 3], now - M(115) + S(420 * k), "x", ok=8 if k % 5 else 7)
+    tl = skyrl_trainer(rng, now, 3302, "10.12.0.4", now - M(118), 5, 620)
+    coordinator_groups(tl, "10.12.0.4", (3401, 3402, 3403), now - M(115), 420, 16, bad_every=5)
     cap.write_text("logs/pod_rank0.log", tl.render())
     for i, p in enumerate([trainer, *engines]):
         uu = gpu_uuids(rng, 8 if p == trainer else 2)
@@ -668,29 +630,24 @@ def build_resident_idle_engine(root: Path):
             fn = lambda tp, g: h100_engine(rng)  # noqa: E731
         else:
             fn = lambda tp, g: (0, 71680 + rng.random() * 20, 69 + rng.random() * 4)  # noqa: E731  ~70 GiB, 0 %
-        cap.write_text(f"gpu/{p}.csv", gpu_csv(gpu_series(now - M(40), now - S(20), 120, rng, len(uu), fn), uu, 81559))
+        cap.gpu_polls(p, uu, now - M(40), now - S(20), 120, fn, 81559)
     trials(cap, rng, now, n=12, job=job, model="Qwen3-8B", api_base=f"http://{job}-router:8000/v1",
            first=now - M(110), every_s=420)
-    cap.expected({
-        "verdict_in": ["KILL", "NO-KILL"], "job_status_in": ["ALIVE"], "failing_gates": ["B"],
-        "must_not_fail_gates": ["restarts"],
-        "evidence_must_match": ["(?i)(vllm-3|engine 3|4th engine|one engine|1 of 4|3 of 4)",
-                                "(?i)(0 ?%|idle|not generating|resident|no (vllm )?stats)"],
-        "why": ("Gate B FAIL (seed §3: 'A GPU at 0% util with memory resident across several polls = an engine that loaded "
-                "weights but is not generating'): engine pod vllm-3 finished start-up (KV cache sized, CUDA graphs "
-                "captured, 'init engine ... took 25.99 seconds', cache_config_info) 72 min ago and has never printed a "
-                "stats line, while its 2 GPUs hold ~70 GiB at 0 % util / ~70 W on all 10 polls; the other three engines "
-                "print 2.2-4.2k tok/s each. The seed's verdict rule says engines resident-but-not-generating -> lean KILL, "
-                "but the job is otherwise progressing (steps every ~10 min, trials completing with rewards) and no "
-                "second family (no hang, no crash) corroborates a kill, so either verdict is defensible: the failing "
-                "gate is the firm expectation (likely the router never registered vllm-3)."),
-        "sources": [
-            {"thread": "zai-org/GLM-V#204", "verbatim": "logs/rl-q3-8b-nl2bash-4eng-vllm-3.log (8 start-up lines, message text unchanged)",
-             "reconstructed": "their timestamps (kept relative, moved to 72 min before capture)"},
-            {"thread": "-", "verbatim": "-",
-             "reconstructed": "the other engines' vLLM 0.11 stats lines, SkyRL trainer, state.jsonl, job.json, GPU polls, trials"},
-        ],
-    })
+    cap.expect(verdict=["KILL", "NO-KILL"], status=["ALIVE"], failing=["B"], must_not_fail=["restarts"],
+               evidence=["(?i)(vllm-3|engine 3|4th engine|one engine|1 of 4|3 of 4)",
+                         "(?i)(0 ?%|idle|not generating|resident|no (vllm )?stats)"],
+               why="Gate B FAIL (seed §3: 'A GPU at 0% util with memory resident across several polls = an engine that loaded "
+                   "weights but is not generating'): engine pod vllm-3 finished start-up (KV cache sized, CUDA graphs "
+                   "captured, 'init engine ... took 25.99 seconds', cache_config_info) 72 min ago and has never printed a "
+                   "stats line, while its 2 GPUs hold ~70 GiB at 0 % util / ~70 W on all 10 polls; the other three engines "
+                   "print 2.2-4.2k tok/s each. The seed's verdict rule says engines resident-but-not-generating -> lean KILL, "
+                   "but the job is otherwise progressing (steps every ~10 min, trials completing with rewards) and no "
+                   "second family (no hang, no crash) corroborates a kill, so either verdict is defensible: the failing "
+                   "gate is the firm expectation (likely the router never registered vllm-3).",
+               sources=[
+                   ("zai-org/GLM-V#204", "logs/rl-q3-8b-nl2bash-4eng-vllm-3.log (8 start-up lines, message text unchanged)", "their timestamps (kept relative, moved to 72 min before capture)"),
+                   ("-", "-", "the other engines' vLLM 0.11 stats lines, SkyRL trainer, state.jsonl, job.json, GPU polls, trials"),
+               ])
 
 
 # ============================================================== 7. SLURM chain: same checkpoint-save crash twice
@@ -778,41 +735,31 @@ def build_slurm_same_checkpoint_crash(root: Path):
                     f"{'Unknown' if st == 'RUNNING' else end.strftime('%Y-%m-%dT%H:%M:%S')}|{ec}|0\n")
         a = end + S(130 + rng.randint(0, 40))
     cap.capture_json(ids[3], "leonardo", "slurm", now)
-    cap.write_text("sacct.txt", "JobID|JobName|State|Start|End|ExitCode|Restarts\n" + "".join(rows))
-    cap.write_json("job.json", {
-        "job_id": ids[3],
-        "model": {"name": "Qwen3-8B", "params_b": 8.2, "active_params_b": 8.2, "moe": False, "dtype": "bfloat16"},
-        "hardware": {"gpu": "A100-SXM-64GB", "gpus_per_node": 4, "nodes": 4},
-        "geometry": {"num_inference_engines": 8, "engine_tp": 2, "colocated": True},
-        "expected_step_s": 390,
-        "new_or_untested": ["checkpoints to the new $FAST scratch quota"],
-        "max_retries": 2,
-    })
+    cap.write_text("sacct.txt", SACCT_HEADER + "\n" + "".join(rows))
+    cap.job_json(ids[3], model_info("Qwen3-8B", 8.2), ("A100-SXM-64GB", 4, 4),
+                 {"num_inference_engines": 8, "engine_tp": 2, "colocated": True},
+                 expected_step_s=390, max_retries=2, new="checkpoints to the new $FAST scratch quota")
     uu = gpu_uuids(rng, 4)
-    cap.write_text("gpu/lrdn3311.csv", gpu_csv(gpu_series(now - M(20), now - S(30), 60, rng, 4,
-                   lambda tp, g: (85 + rng.random() * 15, 52000 + rng.random() * 9000, 300 + rng.random() * 120)), uu, 65536))
-    cap.expected({
-        "verdict_in": ["KILL"], "job_status_in": ["ALIVE", "UNKNOWN"], "failing_gates": ["restarts"],
-        "must_not_fail_gates": [],
-        "evidence_must_match": ["PytorchStreamWriter failed writing file"],
-        "next_steps_must_match": ["(?i)(checkpoint|disk|quota|storage|save)"],
-        "why": ("Restart-burn corroboration (seed §0/§5: the same crash repeating across restarts = deterministically doomed "
-                "-> KILL). sacct: leg 8801230 TIMEOUT with a successor (a normal chain restart, not a burn), then 8801231 "
-                "and 8801232 both FAILED 1:0 about 2.3 h in, each at the step-200 save with the identical traceback "
-                "_save_checkpoint -> WorkerDict.actor_rollout_save_checkpoint -> 'RuntimeError: [enforce fail at "
-                "inline_container.cc:857] . PytorchStreamWriter failed writing file data/37: file write failed' -> "
-                "'unexpected pos ...'. Both resume from global_step_180, so 8801233 (RUNNING, healthy until now, max "
-                "retries 2 both burned) will reach the same step-200 save in ~80 min. Same failure every attempt: restarts."
-                "same_failure=true, KILL and fix the checkpoint storage (quota / filesystem) before relaunch."),
-        "sources": [
-            {"thread": "verl-project/verl#3346",
-             "verbatim": "logs/8801231.err and logs/8801232.err: the 15-line block from 'File .../ray_trainer.py, line 1323, in fit' to 'During handling of the above exception, another exception occurred:' and the 'ray::WorkerDict.actor_rollout_save_checkpoint() (pid=21050, ...' line; the last line ('RuntimeError: [enforce fail at inline_container.cc:659] .unexpected pos 2387758464 vs 2387758376') is the thread title",
-             "reconstructed": "the Hydra/main_ppo frames above the block, the torch.serialization frames between the cut and the title line, the srun exit line; identical in both legs"},
-            {"thread": "ZettaAI/zetta_utils#671", "verbatim": "logs/8801230.err: 'srun: Job step aborted ...' and the two 'slurmstepd: error: *** ... CANCELLED AT ... DUE TO TIME LIMIT ***' lines",
-             "reconstructed": "job id 494583 -> 8801230, node '...' -> lrdn3311, time re-stamped to the leg's end"},
-            {"thread": "-", "verbatim": "-", "reconstructed": "sacct.txt, job.json, .out step lines (verl format, invented values), GPU poll"},
-        ],
-    })
+    cap.gpu_polls("lrdn3311", uu, now - M(20), now - S(30), 60,
+                  lambda tp, g: (85 + rng.random() * 15, 52000 + rng.random() * 9000, 300 + rng.random() * 120), 65536)
+    cap.expect(verdict=["KILL"], status=["ALIVE", "UNKNOWN"], failing=["restarts"], must_not_fail=[],
+               evidence=["PytorchStreamWriter failed writing file"],
+               next_steps=["(?i)(checkpoint|disk|quota|storage|save)"],
+               why="Restart-burn corroboration (seed §0/§5: the same crash repeating across restarts = deterministically doomed "
+                   "-> KILL). sacct: leg 8801230 TIMEOUT with a successor (a normal chain restart, not a burn), then 8801231 "
+                   "and 8801232 both FAILED 1:0 about 2.3 h in, each at the step-200 save with the identical traceback "
+                   "_save_checkpoint -> WorkerDict.actor_rollout_save_checkpoint -> 'RuntimeError: [enforce fail at "
+                   "inline_container.cc:857] . PytorchStreamWriter failed writing file data/37: file write failed' -> "
+                   "'unexpected pos ...'. Both resume from global_step_180, so 8801233 (RUNNING, healthy until now, max "
+                   "retries 2 both burned) will reach the same step-200 save in ~80 min. Same failure every attempt: restarts."
+                   "same_failure=true, KILL and fix the checkpoint storage (quota / filesystem) before relaunch.",
+               sources=[
+                   ("verl-project/verl#3346", "logs/8801231.err and logs/8801232.err: the 15-line block from 'File .../ray_trainer.py, line 1323, in fit' to 'During handling of the above exception, another exception occurred:' and the 'ray::WorkerDict.actor_rollout_save_checkpoint() (pid=21050, ...' line; the last line ('RuntimeError: [enforce fail at inline_container.cc:659] .unexpected pos 2387758464 vs 2387758376') is the thread title",
+                    "the Hydra/main_ppo frames above the block, the torch.serialization frames between the cut and the title line, the srun exit line; identical in both legs"),
+                   ("ZettaAI/zetta_utils#671", "logs/8801230.err: 'srun: Job step aborted ...' and the two 'slurmstepd: error: *** ... CANCELLED AT ... DUE TO TIME LIMIT ***' lines",
+                    "job id 494583 -> 8801230, node '...' -> lrdn3311, time re-stamped to the leg's end"),
+                   ("-", "-", "sacct.txt, job.json, .out step lines (verl format, invented values), GPU poll"),
+               ])
 
 
 # ============================================================== 8. all-reduce hang: 100 % util at idle power
@@ -824,18 +771,10 @@ def build_allreduce_hang_util_power(root: Path):
     now = dt("2026-07-08T06:45:00")
     job = "rl-q3-30b-a3b-fsdp-ep"
     pods = [f"{job}-{i}-vv81c-0" for i in range(2)]
-    cap.capture_json(job, "coreweave", "kubernetes", now)
-    cap.state_jsonl(state_rows(now - M(150), now - S(30), 60, rng, pods=2))
-    cap.write_json("job.json", {
-        "job_id": job,
-        "model": {"name": "Qwen3-30B-A3B", "params_b": 30.5, "active_params_b": 3.3, "moe": True, "dtype": "bfloat16"},
-        "hardware": {"gpu": "H100-80GB-SXM", "gpus_per_node": 8, "nodes": 2},
-        "geometry": {"num_inference_engines": 4, "engine_tp": 4, "colocated": True, "policy_pods": pods, "engine_pods": pods},
-        "expected_step_s": 480,
-        "new_or_untested": ["FSDP2 x EP=2 policy mesh (first run)"],
-        "max_retries": 1,
-        "enforce_eager": False,
-    })
+    cap.k8s_running(job, "coreweave", now, now - M(150), now - S(30), pods=2)
+    cap.job_json(job, model_info("Qwen3-30B-A3B", 30.5, 3.3), h100_nodes(2),
+                 {"num_inference_engines": 4, "engine_tp": 4, "colocated": True, "policy_pods": pods, "engine_pods": pods},
+                 expected_step_s=480, max_retries=1, enforce_eager=False, new="FSDP2 x EP=2 policy mesh (first run)")
     t_h = now - M(128)  # last step landed just before this
     for i, p in enumerate(pods):
         lg = Log()
@@ -863,28 +802,23 @@ def build_allreduce_hang_util_power(root: Path):
             if tp < t_h:
                 return h100_busy(rng)
             return (100, 70100 + rng.random() * 40, 110 + rng.random() * 12)  # NCCL spin: 100 %, ~115 W
-        cap.write_text(f"gpu/{p}.csv", gpu_csv(gpu_series(now - M(140), now - S(30), 300, rng, 8, f), uu, 81559))
-    cap.expected({
-        "verdict_in": ["KILL"], "job_status_in": ["WEDGED"], "failing_gates": ["A"],
-        "must_not_fail_gates": ["restarts"],
-        "evidence_must_match": ["(?i)power"],
-        "next_steps_must_match": ["(?i)(nccl|collective|hang|rank|py-spy|dump|straggler)"],
-        "why": ("A silent collective hang (seed §2 colocated/policy-mesh wedge; §3 B-training: 'during a step the policy "
-                "ranks show high utilization.gpu + power draw'): the verl trainer's last step line is ~2 h old against a "
-                "~8 min cadence and no NCCL watchdog line has been printed (heartbeat monitoring off). All 16 GPUs read "
-                "100 % utilization but only ~110-122 W for 2 h - an H100 idles near 70 W and computes at 500-700 W - "
-                "which is the NCCL spin-wait signature (100 % 'util' with no math) the NCCL maintainers' users describe "
-                "(NVIDIA/nccl#968: 'the GPU util is 100% but the power consumption is pretty low (~70W)'). A util-only "
-                "read calls this busy; the power read plus the frozen step counter make it WEDGED -> KILL, dump stacks "
-                "(py-spy / flight recorder) to find the straggler rank first."),
-        "sources": [
-            {"thread": "NVIDIA/nccl-tests#188", "verbatim": "the 5 NCCL INFO start-up lines at the top of logs/pod_rank0.log and logs/pod_rank1.log",
-             "reconstructed": "host:pid:tid prefix 'user:852750:852750' renamed to the pod's"},
-            {"thread": "NVIDIA/nccl#968", "verbatim": "none (a fact: 100 % util at ~70 W during an NCCL hang)",
-             "reconstructed": "the GPU polls encode it (100 %, 110-122 W, memory resident for 2 h)"},
-            {"thread": "-", "verbatim": "-", "reconstructed": "verl step lines, state.jsonl, job.json"},
-        ],
-    })
+        cap.gpu_polls(p, uu, now - M(140), now - S(30), 300, f, 81559)
+    cap.expect(verdict=["KILL"], status=["WEDGED"], failing=["A"], must_not_fail=["restarts"],
+               evidence=["(?i)power"],
+               next_steps=["(?i)(nccl|collective|hang|rank|py-spy|dump|straggler)"],
+               why="A silent collective hang (seed §2 colocated/policy-mesh wedge; §3 B-training: 'during a step the policy "
+                   "ranks show high utilization.gpu + power draw'): the verl trainer's last step line is ~2 h old against a "
+                   "~8 min cadence and no NCCL watchdog line has been printed (heartbeat monitoring off). All 16 GPUs read "
+                   "100 % utilization but only ~110-122 W for 2 h - an H100 idles near 70 W and computes at 500-700 W - "
+                   "which is the NCCL spin-wait signature (100 % 'util' with no math) the NCCL maintainers' users describe "
+                   "(NVIDIA/nccl#968: 'the GPU util is 100% but the power consumption is pretty low (~70W)'). A util-only "
+                   "read calls this busy; the power read plus the frozen step counter make it WEDGED -> KILL, dump stacks "
+                   "(py-spy / flight recorder) to find the straggler rank first.",
+               sources=[
+                   ("NVIDIA/nccl-tests#188", "the 5 NCCL INFO start-up lines at the top of logs/pod_rank0.log and logs/pod_rank1.log", "host:pid:tid prefix 'user:852750:852750' renamed to the pod's"),
+                   ("NVIDIA/nccl#968", "none (a fact: 100 % util at ~70 W during an NCCL hang)", "the GPU polls encode it (100 %, 110-122 W, memory resident for 2 h)"),
+                   ("-", "-", "verl step lines, state.jsonl, job.json"),
+               ])
 
 
 # ============================================================== 9. only the state poll
@@ -892,22 +826,17 @@ def build_allreduce_hang_util_power(root: Path):
 
 def build_state_poll_only(root: Path):
     cap = Capture(root, "state_poll_only", 2109)
-    rng = cap.rng
     now = dt("2026-12-01T08:00:00")
     job = "rl-q3-14b-terminal-bench-v3"
-    cap.capture_json(job, "coreweave", "kubernetes", now)
-    cap.state_jsonl(state_rows(now - M(30), now - S(40), 60, rng, pods=4))
-    cap.expected({
-        "verdict_in": ["NO-KILL"], "job_status_in": ["UNKNOWN"], "failing_gates": [],
-        "must_not_fail_gates": ["A", "B", "C", "restarts"],
-        "escalate": True,
-        "why": ("Nothing but the state poll (seed §1: 'If pull returns 0 trials / no logs: that is itself a signal, not a "
-                "tool failure'; §2: 'NEVER a single ... grep' and a running state poll is necessary-but-not-sufficient). "
-                "state.jsonl says running, 4 pods, failure_count 0 for 30 min; there are no logs, GPU polls or trials, so "
-                "liveness, resources and rollouts are all unknown. Never a KILL on no evidence, never a PASS either: "
-                "NO-KILL, status UNKNOWN, escalate so someone fixes the capture."),
-        "sources": [],
-    })
+    cap.k8s_running(job, "coreweave", now, now - M(30), now - S(40), pods=4)
+    cap.expect(verdict=["NO-KILL"], status=["UNKNOWN"], failing=[], must_not_fail=["A", "B", "C", "restarts"],
+               escalate=True,
+               why="Nothing but the state poll (seed §1: 'If pull returns 0 trials / no logs: that is itself a signal, not a "
+                   "tool failure'; §2: 'NEVER a single ... grep' and a running state poll is necessary-but-not-sufficient). "
+                   "state.jsonl says running, 4 pods, failure_count 0 for 30 min; there are no logs, GPU polls or trials, so "
+                   "liveness, resources and rollouts are all unknown. Never a KILL on no evidence, never a PASS either: "
+                   "NO-KILL, status UNKNOWN, escalate so someone fixes the capture.",
+               sources=[])
 
 
 # ============================================================== 10. healthy: NCCL chatter, V0 preemption warnings, shutdown ImportError
@@ -920,18 +849,10 @@ def build_healthy_nccl_chatter_meta_path(root: Path):
     jid = "33870415"
     name = "orlhf-l31-8b-ppo-eval-then-train"
     start = now - M(190)
-    cap.capture_json(jid, "perlmutter", "slurm", now)
-    cap.write_text("sacct.txt", "JobID|JobName|State|Start|End|ExitCode|Restarts\n"
-                   f"{jid}|{name}|RUNNING|{start:%Y-%m-%dT%H:%M:%S}|Unknown|0:0|0\n")
-    cap.write_json("job.json", {
-        "job_id": jid,
-        "model": {"name": "Llama-3.1-8B-Instruct", "params_b": 8.0, "active_params_b": 8.0, "moe": False, "dtype": "bfloat16"},
-        "hardware": {"gpu": "A100-SXM4-80GB", "gpus_per_node": 4, "nodes": 4},
-        "geometry": {"num_inference_engines": 4, "engine_tp": 1, "colocated": False},
-        "expected_step_s": 540,
-        "new_or_untested": ["baseline eval stage runs in the same allocation before training"],
-        "max_retries": 0,
-    })
+    cap.slurm_running(jid, name, "perlmutter", now, start)
+    cap.job_json(jid, model_info("Llama-3.1-8B-Instruct", 8.0), ("A100-SXM4-80GB", 4, 4),
+                 {"num_inference_engines": 4, "engine_tp": 1, "colocated": False},
+                 expected_step_s=540, max_retries=0, new="baseline eval stage runs in the same allocation before training")
     out, err = Log(), Log()
     nodes = ["nid004112", "nid004113", "nid004120", "nid004121"]
     # stage 1: offline vLLM (V0) eval, ends with the interpreter-shutdown noise
@@ -939,16 +860,9 @@ def build_healthy_nccl_chatter_meta_path(root: Path):
     out.add(t, "=== stage 1/2: baseline eval (vllm offline, 1 GPU) ===")
     t_end1 = start + M(34)
     pre = excerpt("vllm-6102_preemption_warning")[0]
-    tt = t + S(90)
-    k = 0
-    while tt < t_end1 - S(30):
-        g = rng.uniform(1500, 2600)
-        out.add(tt, vllm_v0(tt, "INFO", "metrics.py:351", v0_stats(g * 0.7, g, rng.randint(120, 256), 0, rng.randint(0, 30),
-                                                                 rng.uniform(80, 99))))
-        if k % 13 == 5:
-            out.add(tt + S(1.3), retime_vllm(pre, tt + S(1.3)))
-        tt += S(5)
-        k += 1
+    v0_engine_stats(out, "", t + S(90), t_end1 - S(30), rng, file_line="metrics.py:351", gen=(1500, 2600),
+                    prompt_frac=0.7, run=(120, 256), pending=(0, 30), kv=(80, 99), every=5,
+                    warn=pre, warn_every=13, warn_at=5, warn_delay=1.3)
     out.add(t_end1 - S(6), "eval done: gsm8k acc=0.7612 math500 acc=0.4480 -> /pscratch/sd/r/rlops/eval/base.json")
     for ln in excerpt("vllm-8208_shutdown_del_traceback") + excerpt("ray-37490_importerror_meta_path"):
         err.add(t_end1 - S(5), ln)
@@ -971,17 +885,10 @@ def build_healthy_nccl_chatter_meta_path(root: Path):
     step = 1
     while True:
         gen0 = t + S(10)
-        for _i, ep in enumerate(eng):
-            tt = gen0 + S(rng.random() * 3)
-            n = 0
-            while tt < gen0 + S(200):
-                g = rng.uniform(1300, 2400)
-                out.add(tt, ep + vllm_v0(tt, "INFO", "metrics.py:351", v0_stats(g * 0.5, g, rng.randint(60, 128), 0, rng.randint(0, 12),
-                                                                             rng.uniform(40, 96))))
-                if n % 6 == 4:
-                    out.add(tt + S(0.8), ep + retime_vllm(pre, tt + S(0.8)))
-                tt += S(10)
-                n += 1
+        for ep in eng:
+            v0_engine_stats(out, ep, gen0 + S(rng.random() * 3), gen0 + S(200), rng, file_line="metrics.py:351",
+                            gen=(1300, 2400), prompt_frac=0.5, run=(60, 128), pending=(0, 12), kv=(40, 96),
+                            warn=pre, warn_every=6, warn_at=4, warn_delay=0.8)
         step_s = 520 + rng.random() * 40
         te = t + S(step_s)
         if te > now - S(20):
@@ -999,34 +906,27 @@ def build_healthy_nccl_chatter_meta_path(root: Path):
         uu = gpu_uuids(rng, 4)
         fn = (lambda tp, g: (60 + rng.random() * 39, 72000 + rng.random() * 500, 220 + rng.random() * 160)) if ni == 3 else \
              (lambda tp, g: (80 + rng.random() * 20, 62000 + rng.random() * 9000, 300 + rng.random() * 110))
-        cap.write_text(f"gpu/{n}.csv", gpu_csv(gpu_series(now - M(25), now - S(30), 120, rng, 4, fn), uu, 81920))
-    cap.expected({
-        "verdict_in": ["NO-KILL"], "job_status_in": ["ALIVE"], "failing_gates": [],
-        "must_not_fail_gates": ["A", "B", "C", "restarts"],
-        "evidence_must_match": ["(?i)(Global step|step|throughput|tok)"],
-        "why": ("Healthy run full of alarming-looking but harmless text (seed §2 'Benign noise - do NOT read as death'; §5 "
-                "NO-KILL if all gates pass). Stage 1 (offline vLLM eval) ended normally ('eval done') and the interpreter "
-                "shutdown printed 'Exception ignored in: <function LLMEngine.__del__ ...>' / 'ImportError: sys.meta_path is "
-                "None, Python is likely shutting down' - a known harmless destructor-at-exit message, not a crash. Stage 2 "
-                "prints NCCL_DEBUG=INFO chatter on every rank incl. 'NET/Plugin : dlerror=libnccl-net.so ... No plugin found "
-                "(libnccl-net.so), using internal implementation' (an NCCL maintainer in NVIDIA/nccl#1231: 'is harmless') "
-                "and 'NCCL WARN Failed to open libibverbs.so[.1]', and the V0 engines log periodic 'Sequence group ... is "
-                "preempted by PreemptionMode.RECOMPUTE' warnings while throughput stays 1.3-2.4k tok/s with Waiting small. "
-                "OpenRLHF global steps land every ~9 min with rising reward. No gate fails."),
-        "sources": [
-            {"thread": "vllm-project/vllm#8208", "verbatim": "logs/slurm-33870415.err: 'Exception ignored in: <function LLMEngine.__del__ ...>' + 3 traceback lines",
-             "reconstructed": "their position at the end of stage 1 (the stored excerpt is cut after the shutdown frame)"},
-            {"thread": "run-llama/llama_index#13019 / ray-project/ray#37490", "verbatim": "'ImportError: sys.meta_path is None, Python is likely shutting down'",
-             "reconstructed": "placed as the last line of that traceback"},
-            {"thread": "NVIDIA/nccl#1231", "verbatim": "the 3 NCCL INFO lines (Bootstrap / NET/Plugin dlerror / cudaDriverVersion) per rank",
-             "reconstructed": "host:pid:tid prefix renamed per rank and node; Ray actor prefix added"},
-            {"thread": "NVIDIA/nccl#257", "verbatim": "the 'misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]' line per rank",
-             "reconstructed": "host:pid:tid prefix renamed per rank"},
-            {"thread": "vllm-project/vllm#6102", "verbatim": "every 'Sequence group 147 is preempted by PreemptionMode.RECOMPUTE ...' warning",
-             "reconstructed": "timestamps; repeated periodically in both stages"},
-            {"thread": "-", "verbatim": "-", "reconstructed": "V0 stats lines, OpenRLHF global-step lines, stage banners, sacct.txt, job.json, GPU polls"},
-        ],
-    })
+        cap.gpu_polls(n, uu, now - M(25), now - S(30), 120, fn, 81920)
+    cap.expect(verdict=["NO-KILL"], status=["ALIVE"], failing=[], must_not_fail=["A", "B", "C", "restarts"],
+               evidence=["(?i)(Global step|step|throughput|tok)"],
+               why="Healthy run full of alarming-looking but harmless text (seed §2 'Benign noise - do NOT read as death'; §5 "
+                   "NO-KILL if all gates pass). Stage 1 (offline vLLM eval) ended normally ('eval done') and the interpreter "
+                   "shutdown printed 'Exception ignored in: <function LLMEngine.__del__ ...>' / 'ImportError: sys.meta_path is "
+                   "None, Python is likely shutting down' - a known harmless destructor-at-exit message, not a crash. Stage 2 "
+                   "prints NCCL_DEBUG=INFO chatter on every rank incl. 'NET/Plugin : dlerror=libnccl-net.so ... No plugin found "
+                   "(libnccl-net.so), using internal implementation' (an NCCL maintainer in NVIDIA/nccl#1231: 'is harmless') "
+                   "and 'NCCL WARN Failed to open libibverbs.so[.1]', and the V0 engines log periodic 'Sequence group ... is "
+                   "preempted by PreemptionMode.RECOMPUTE' warnings while throughput stays 1.3-2.4k tok/s with Waiting small. "
+                   "OpenRLHF global steps land every ~9 min with rising reward. No gate fails.",
+               sources=[
+                   ("vllm-project/vllm#8208", "logs/slurm-33870415.err: 'Exception ignored in: <function LLMEngine.__del__ ...>' + 3 traceback lines",
+                    "their position at the end of stage 1 (the stored excerpt is cut after the shutdown frame)"),
+                   ("run-llama/llama_index#13019 / ray-project/ray#37490", "'ImportError: sys.meta_path is None, Python is likely shutting down'", "placed as the last line of that traceback"),
+                   ("NVIDIA/nccl#1231", "the 3 NCCL INFO lines (Bootstrap / NET/Plugin dlerror / cudaDriverVersion) per rank", "host:pid:tid prefix renamed per rank and node; Ray actor prefix added"),
+                   ("NVIDIA/nccl#257", "the 'misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]' line per rank", "host:pid:tid prefix renamed per rank"),
+                   ("vllm-project/vllm#6102", "every 'Sequence group 147 is preempted by PreemptionMode.RECOMPUTE ...' warning", "timestamps; repeated periodically in both stages"),
+                   ("-", "-", "V0 stats lines, OpenRLHF global-step lines, stage banners, sacct.txt, job.json, GPU polls"),
+               ])
 
 
 # ============================================================== 11. healthy: application Xids + one Ray worker death, progress continues
@@ -1039,20 +939,12 @@ def build_healthy_xid_and_worker_restart(root: Path):
     job = "rl-q3-8b-tb-xidnode"
     pods = [f"{job}-0-m2c7d-0", f"{job}-1-m2c7d-0"]
     node = "gke-a3high-pool-4-2c9f1e7a-q8wz"
-    cap.capture_json(job, "gke-a3high", "kubernetes", now)
-    cap.state_jsonl(state_rows(now - M(80), now - S(30), 60, rng, pods=2))
-    cap.write_json("job.json", {
-        "job_id": job,
-        "model": {"name": "Qwen3-8B", "params_b": 8.2, "active_params_b": 8.2, "moe": False, "dtype": "bfloat16"},
-        "hardware": {"gpu": "H100-80GB-SXM", "gpus_per_node": 8, "nodes": 2},
-        "geometry": {"num_inference_engines": 4, "engine_tp": 2, "colocated": False, "policy_pods": pods[:1],
-                     "engine_pods": pods[1:]},
-        "rollout": {"n_concurrent_trials": 64, "n_samples_per_prompt": 8, "expected_episode_s": 600},
-        "expected_step_s": 600,
-        "new_or_untested": ["custom Triton sampling kernel in the engines"],
-        "max_retries": 1,
-        "enforce_eager": False,
-    })
+    cap.k8s_running(job, "gke-a3high", now, now - M(80), now - S(30), pods=2)
+    cap.job_json(job, model_info("Qwen3-8B", 8.2), h100_nodes(2),
+                 {"num_inference_engines": 4, "engine_tp": 2, "colocated": False, "policy_pods": pods[:1],
+                  "engine_pods": pods[1:]},
+                 rollout=rollout_info(64, 600), expected_step_s=600, max_retries=1, enforce_eager=False,
+                 new="custom Triton sampling kernel in the engines")
     t_x = now - M(52)
     dm = []
     for _k, ln in enumerate(excerpt("gpud-46_xid13")):
@@ -1060,56 +952,38 @@ def build_healthy_xid_and_worker_restart(root: Path):
     x31 = excerpt("dxvk-2495_xid31")[0]
     dm.append((t_x + M(19)).strftime("[%a %b %d %H:%M:%S %Y] ") + x31)
     cap.write_text(f"logs/dmesg-{node}.log", "\n".join(dm) + "\n")
-    l0 = Log()
-    P = ray_pfx("skyrl_entrypoint", 6610, "10.0.4.2")
-    skyrl_run(l0, P, now - M(125), 11, rng, until=now, step_s=600)
-    l0.items = [it for it in l0.items if it[0] <= now - S(2)]
+    l0 = skyrl_trainer(rng, now, 6610, "10.0.4.2", now - M(125), 11, 600)
     t_w = now - M(44)
     l0.add(t_w, excerpt("verl-2189_raylet_worker_died")[0])
-    for k in range(18):
-        tg = now - M(120) + S(380 * k)
-        pid = 6701 if tg < t_w else 6755  # the coordinator actor came back under a new pid
-        generator_group_lines(l0, ray_pfx("RolloutCoordinator", pid + k % 2, "10.0.4.2"), tg, "x", ok=8 if k % 6 else 7)
+    # the coordinator actors came back under new pids after the worker death
+    coordinator_groups(l0, "10.0.4.2", (6701, 6702), now - M(120), 380, 18, bad_every=6, until=t_w)
+    coordinator_groups(l0, "10.0.4.2", (6755, 6756), now - M(120), 380, 18, bad_every=6, since=t_w)
     cap.write_text("logs/pod_rank0.log", l0.render())
     l1 = Log()
     for i in range(4):
-        pid = 7100 + i
-        t = now - M(60) + S(rng.random() * 10)
-        while t < now - S(3):
-            g = rng.uniform(2300, 4300)
-            l1.add(t, ray_pfx("AsyncVLLMInferenceEngine", pid, "10.0.4.3", color=False) + f"(EngineCore_DP0 pid={pid + 40}) " +
-                   vllm_033(t, "APIServer", 1, "INFO", "loggers.py:127", v1_stats(g * 0.5, g, rng.randint(18, 40), rng.randint(0, 1),
-                                                                               rng.uniform(15, 45), rng.uniform(50, 70)))[len("(APIServer pid=1) "):])
-            t += S(10 + rng.uniform(-0.05, 0.05))
+        vllm011_stats(l1, now - M(60), now - S(3), rng, proc="EngineCore_DP0", pid=7140 + i, prompt_frac=0.5,
+                      pfx=ray_pfx("AsyncVLLMInferenceEngine", 7100 + i, "10.0.4.3", color=False),
+                      gen=(2300, 4300), run=(18, 40), kv=(15, 45), prefix=(50, 70))
     cap.write_text("logs/pod_rank1.log", l1.render())
-    for p in pods:
-        uu = gpu_uuids(rng, 8)
-        fn = (lambda tp, g: h100_busy(rng)) if p == pods[0] else (lambda tp, g: h100_engine(rng))
-        cap.write_text(f"gpu/{p}.csv", gpu_csv(gpu_series(now - M(40), now - S(25), 120, rng, 8, fn), uu, 81559))
+    healthy_pod_gpus(cap, rng, now, pods[0], pods[1:])
     trials(cap, rng, now, n=14, job=job, model="Qwen3-8B", api_base="http://10.0.4.2:8000/v1", first=now - M(115),
            every_s=380)
-    cap.expected({
-        "verdict_in": ["NO-KILL"], "job_status_in": ["ALIVE"], "failing_gates": [],
-        "must_not_fail_gates": ["A", "B", "C", "restarts"],
-        "evidence_must_match": ["(?i)(step|throughput|tok|reward)"],
-        "why": ("Healthy despite scary lines (seed §2: liveness is state poll + log freshness, never a single grep; §5 "
-                "NO-KILL if all gates pass). The engine node's dmesg has three Xid 13 (Graphics SM Warp Exception / "
-                "Illegal Instruction Parameter) lines and later an Xid 31 MMU Fault - application-level Xids (a bad "
-                "kernel launch in one process), not the fatal 48/79/94 class - and 44 min ago the raylet reported one "
-                "'A worker died ... SYSTEM_ERROR ... End of file' for a rollout-coordinator actor that Ray brought back "
-                "(the coordinator reappears under a new pid). Since then: SkyRL steps keep landing every ~10 min, all 4 "
-                "engines print 2.3-4.3k tok/s, trials keep completing with ~45 % reward. No gate FAILs: NO-KILL, watch "
-                "for Xid repeats on the same GPU or a second worker death."),
-        "sources": [
-            {"thread": "leptonai/gpud#46", "verbatim": "logs/dmesg-gke-a3high-pool-4-2c9f1e7a-q8wz.log lines 1-3 (Xid 13; the PR quotes them with '> ', dropped)",
-             "reconstructed": "the --ctime stamps"},
-            {"thread": "doitsujin/dxvk#2495", "verbatim": "the Xid 31 MMU Fault line (message unchanged)",
-             "reconstructed": "the '[ctime] ' prefix (the paste had none)"},
-            {"thread": "verl-project/verl#2189", "verbatim": "the raylet 'A worker died ...' line in logs/pod_rank0.log",
-             "reconstructed": "its time; the coordinator's new pid after it"},
-            {"thread": "-", "verbatim": "-", "reconstructed": "SkyRL trainer/generator lines, vLLM stats, state.jsonl, job.json, GPU polls, trials"},
-        ],
-    })
+    cap.expect(verdict=["NO-KILL"], status=["ALIVE"], failing=[], must_not_fail=["A", "B", "C", "restarts"],
+               evidence=["(?i)(step|throughput|tok|reward)"],
+               why="Healthy despite scary lines (seed §2: liveness is state poll + log freshness, never a single grep; §5 "
+                   "NO-KILL if all gates pass). The engine node's dmesg has three Xid 13 (Graphics SM Warp Exception / "
+                   "Illegal Instruction Parameter) lines and later an Xid 31 MMU Fault - application-level Xids (a bad "
+                   "kernel launch in one process), not the fatal 48/79/94 class - and 44 min ago the raylet reported one "
+                   "'A worker died ... SYSTEM_ERROR ... End of file' for a rollout-coordinator actor that Ray brought back "
+                   "(the coordinator reappears under a new pid). Since then: SkyRL steps keep landing every ~10 min, all 4 "
+                   "engines print 2.3-4.3k tok/s, trials keep completing with ~45 % reward. No gate FAILs: NO-KILL, watch "
+                   "for Xid repeats on the same GPU or a second worker death.",
+               sources=[
+                   ("leptonai/gpud#46", "logs/dmesg-gke-a3high-pool-4-2c9f1e7a-q8wz.log lines 1-3 (Xid 13; the PR quotes them with '> ', dropped)", "the --ctime stamps"),
+                   ("doitsujin/dxvk#2495", "the Xid 31 MMU Fault line (message unchanged)", "the '[ctime] ' prefix (the paste had none)"),
+                   ("verl-project/verl#2189", "the raylet 'A worker died ...' line in logs/pod_rank0.log", "its time; the coordinator's new pid after it"),
+                   ("-", "-", "SkyRL trainer/generator lines, vLLM stats, state.jsonl, job.json, GPU polls, trials"),
+               ])
 
 
 # ============================================================== 12. healthy: vLLM V1 warning storm
@@ -1121,74 +995,54 @@ def build_healthy_vllm_warning_storm(root: Path):
     now = dt("2026-09-22T04:10:00")
     job = "rl-q3-30b-a3b-swe-llmd"
     trainer, engines = f"{job}-trainer-0", [f"{job}-decode-0", f"{job}-decode-1"]
-    cap.capture_json(job, "coreweave", "kubernetes", now)
-    cap.state_jsonl(state_rows(now - M(60), now - S(30), 60, rng, pods=3))
-    cap.write_json("job.json", {
-        "job_id": job,
-        "model": {"name": "Qwen3-30B-A3B-Instruct-2507", "params_b": 30.5, "active_params_b": 3.3, "moe": True, "dtype": "bfloat16"},
-        "hardware": {"gpu": "H100-80GB-SXM", "gpus_per_node": 8, "nodes": 3},
-        "geometry": {"num_inference_engines": 2, "engine_tp": 4, "colocated": False, "engine_pods": engines,
-                     "policy_pods": [trainer]},
-        "rollout": {"n_concurrent_trials": 64, "n_samples_per_prompt": 8, "expected_episode_s": 900},
-        "expected_step_s": 720,
-        "new_or_untested": ["engines deployed through llm-d (service env vars in the pods)"],
-        "max_retries": 1,
-        "enforce_eager": False,
-    })
+    cap.k8s_running(job, "coreweave", now, now - M(60), now - S(30), pods=3)
+    cap.job_json(job, model_info("Qwen3-30B-A3B-Instruct-2507", 30.5, 3.3), h100_nodes(3),
+                 {"num_inference_engines": 2, "engine_tp": 4, "colocated": False, "engine_pods": engines,
+                  "policy_pods": [trainer]},
+                 rollout=rollout_info(64, 900), expected_step_s=720, max_retries=1, enforce_eager=False,
+                 new="engines deployed through llm-d (service env vars in the pods)")
     env = excerpt("llm-d-1269_unknown_env_vars")
     shm = excerpt("spark-vllm-docker-348_shm_broadcast")
     t_start = now - M(95)
     syncs = [now - M(90) + M(12) * k for k in range(8)]
     for _i, ep in enumerate(engines):
         e = Log()
-        for k, ln in enumerate(env):
-            e.add(t_start + S(k * 0.001), retime_vllm(ln, t_start))
+        add_burst(e, env, t_start, retime_vllm, spacing=0.001)
+        k = len(env) - 1  # n_shm below keys off the last line index of the previous burst
         # a paused engine (weight sync / trainer step) idles its shm ring: one line a minute while paused
         busy_from = t_start + M(4)
         for s in syncs:
             if s > now:
                 break
             vllm011_stats(e, busy_from, s, rng, gen=(2400, 4800), run=(30, 60))
-            n_shm = 3 + (k % 2)  # k: the previous loop's last index, as before
+            n_shm = 3 + (k % 2)
             for k, ln in enumerate(shm[:n_shm]):
                 tt = s + S(60 * (k + 1))
                 e.add(tt, retime_vllm(ln, tt))
             busy_from = s + M(4.2)
         vllm011_stats(e, busy_from, now - S(3), rng, gen=(2400, 4800), run=(30, 60))
         cap.write_text(f"logs/{ep}.log", e.render())
-    tl = Log()
-    P = ray_pfx("skyrl_entrypoint", 9120, "10.30.0.9")
-    skyrl_run(tl, P, now - M(88), 3, rng, until=now, step_s=720)
-    tl.items = [it for it in tl.items if it[0] <= now - S(2)]
-    RC = [ray_pfx("RolloutCoordinator", p, "10.30.0.9") for p in (9201, 9202)]
-    for k in range(12):
-        generator_group_lines(tl, RC[k % 2], now - M(85) + S(420 * k), "x", ok=8 if k % 5 else 7)
+    tl = skyrl_trainer(rng, now, 9120, "10.30.0.9", now - M(88), 3, 720)
+    coordinator_groups(tl, "10.30.0.9", (9201, 9202), now - M(85), 420, 12, bad_every=5)
     cap.write_text("logs/pod_rank0.log", tl.render())
-    for p in [trainer, *engines]:
-        uu = gpu_uuids(rng, 8)
-        fn = (lambda tp, g: h100_busy(rng)) if p == trainer else (lambda tp, g: h100_engine(rng))
-        cap.write_text(f"gpu/{p}.csv", gpu_csv(gpu_series(now - M(40), now - S(25), 120, rng, 8, fn), uu, 81559))
+    healthy_pod_gpus(cap, rng, now, trainer, engines)
     trials(cap, rng, now, n=12, job=job, model="Qwen3-30B-A3B-Instruct-2507", api_base=f"http://{job}-gateway/v1",
            first=now - M(85), every_s=400)
-    cap.expected({
-        "verdict_in": ["NO-KILL"], "job_status_in": ["ALIVE"], "failing_gates": [],
-        "must_not_fail_gates": ["A", "B", "C", "restarts"],
-        "evidence_must_match": ["(?i)(tok(en)?s?/s|throughput)"],
-        "why": ("Healthy run under a vLLM warning storm (seed §2 benign list: 'shm_broadcast ... No available shared memory "
-                "broadcast block found in 60/600s (engine idle-waiting - heartbeat, not a kill)' and the 'Unknown vLLM "
-                "environment variable' whitelist note). Each engine pod starts with a burst of 'Unknown vLLM environment "
-                "variable detected: VLLM_SVC_...' warnings (Kubernetes service env vars that happen to start with VLLM_) "
-                "and prints 3-4 shm_broadcast 60 s notes during every weight-sync pause, yet between pauses both engines "
-                "run 2.4-4.8k tok/s with Waiting ~0, SkyRL steps land every ~12 min and trials complete with rewards. "
-                "No gate fails: NO-KILL."),
-        "sources": [
-            {"thread": "llm-d/llm-d#1269", "verbatim": "the 8 'Unknown vLLM environment variable detected: VLLM_SVC_...' lines at the top of each engine log",
-             "reconstructed": "timestamps"},
-            {"thread": "eugr/spark-vllm-docker#348", "verbatim": "the '(EngineCore pid=222) INFO ... [shm_broadcast.py:705] No available shared memory broadcast block found in 60 seconds ...' lines",
-             "reconstructed": "timestamps (3-4 per weight-sync pause)"},
-            {"thread": "-", "verbatim": "-", "reconstructed": "vLLM 0.11 stats lines, SkyRL trainer, state.jsonl, job.json, GPU polls, trials"},
-        ],
-    })
+    cap.expect(verdict=["NO-KILL"], status=["ALIVE"], failing=[], must_not_fail=["A", "B", "C", "restarts"],
+               evidence=["(?i)(tok(en)?s?/s|throughput)"],
+               why="Healthy run under a vLLM warning storm (seed §2 benign list: 'shm_broadcast ... No available shared memory "
+                   "broadcast block found in 60/600s (engine idle-waiting - heartbeat, not a kill)' and the 'Unknown vLLM "
+                   "environment variable' whitelist note). Each engine pod starts with a burst of 'Unknown vLLM environment "
+                   "variable detected: VLLM_SVC_...' warnings (Kubernetes service env vars that happen to start with VLLM_) "
+                   "and prints 3-4 shm_broadcast 60 s notes during every weight-sync pause, yet between pauses both engines "
+                   "run 2.4-4.8k tok/s with Waiting ~0, SkyRL steps land every ~12 min and trials complete with rewards. "
+                   "No gate fails: NO-KILL.",
+               sources=[
+                   ("llm-d/llm-d#1269", "the 8 'Unknown vLLM environment variable detected: VLLM_SVC_...' lines at the top of each engine log", "timestamps"),
+                   ("eugr/spark-vllm-docker#348", "the '(EngineCore pid=222) INFO ... [shm_broadcast.py:705] No available shared memory broadcast block found in 60 seconds ...' lines",
+                    "timestamps (3-4 per weight-sync pause)"),
+                   ("-", "-", "vLLM 0.11 stats lines, SkyRL trainer, state.jsonl, job.json, GPU polls, trials"),
+               ])
 
 
 BUILDERS = {
@@ -1207,13 +1061,5 @@ BUILDERS = {
 }
 
 
-def main(argv: list[str]) -> None:
-    names = argv or list(BUILDERS)
-    for n in names:
-        BUILDERS[n](ROOT)
-        size = sum(p.stat().st_size for p in (ROOT / n / "capture").rglob("*") if p.is_file())
-        print(f"{n}: {size / 1024:.0f} KB")
-
-
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run_builders(BUILDERS, ROOT, sys.argv[1:])

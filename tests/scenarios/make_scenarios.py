@@ -19,18 +19,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _lib import (
     ESC,
+    SACCT_HEADER,
     Capture,
     Log,
     TrialSpec,
     cr_progress,
     dt,
-    gpu_csv,
     gpu_uuids,
+    h100_nodes,
     iso,
     loguru,
+    model_info,
     pytest_stdout,
     ray_pfx,
     ray_py,
+    rollout_info,
+    run_builders,
     state_rows,
     tqdm_bar,
     v0_stats,
@@ -153,15 +157,6 @@ def engine_stats_v1(log: Log, pfx: str, start, end, rng, *, every=10.0, gen=(200
         t += S(every + rng.uniform(-0.05, 0.05))
 
 
-def gpu_series(start, end, every_s, rng, n_gpus, fn):
-    """fn(t, gpu_index) -> (util, mem, power)."""
-    polls, t = [], start
-    while t <= end:
-        polls.append((t, [fn(t, g) for g in range(n_gpus)]))
-        t += S(every_s + rng.uniform(-3, 3))
-    return polls
-
-
 def tasks_mix(rng, n, pool):
     return [pool[rng.randrange(len(pool))] for _ in range(n)]
 
@@ -179,21 +174,15 @@ def build_slurm_verl_timeout_chain_healthy(root: Path):
     leg2_start = dt("2026-03-11T09:16:47")
     cap.capture_json(run_id, "leonardo", "slurm", now)
     cap.write_text("sacct.txt", "\n".join([
-        "JobID|JobName|State|Start|End|ExitCode|Restarts",
+        SACCT_HEADER,
         f"{prev_id}|{name}|TIMEOUT|2026-03-10T09:14:02|2026-03-11T09:14:21|0:0|0",
         f"{run_id}|{name}|RUNNING|2026-03-11T09:16:47|Unknown|0:0|0",
         f"{next_id}|{name}|PENDING|Unknown|Unknown|0:0|0",
     ]) + "\n")
-    cap.write_json("job.json", {
-        "job_id": run_id,
-        "model": {"name": "Qwen2.5-7B-Instruct", "params_b": 7.6, "active_params_b": 7.6, "moe": False, "dtype": "bfloat16"},
-        "hardware": {"gpu": "A100-SXM-64GB", "gpus_per_node": 4, "nodes": 2},
-        "geometry": {"num_inference_engines": 4, "engine_tp": 2, "engine_ep": 1, "colocated": True},
-        "rollout": {"n_samples_per_prompt": 8},
-        "expected_step_s": 420,
-        "new_or_untested": ["first run of the DAPO-17k math mix on Leonardo booster"],
-        "max_retries": 1,
-    })
+    cap.job_json(run_id, model_info("Qwen2.5-7B-Instruct", 7.6), ("A100-SXM-64GB", 4, 2),
+                 {"num_inference_engines": 4, "engine_tp": 2, "engine_ep": 1, "colocated": True},
+                 rollout=rollout_info(), expected_step_s=420, max_retries=1,
+                 new="first run of the DAPO-17k math mix on Leonardo booster")
     cap.write_text("config/verl_ppo_trainer.yaml", """# resolved by hydra (verl main_ppo), dumped at startup
 data:
   train_files: /leonardo_work/AIFAC_L01_028/data/dapo17k/train.parquet
@@ -343,20 +332,16 @@ trainer:
             if ph < 70:
                 return (88 + rng.random() * 11, 41000 + rng.random() * 900, 310 + rng.random() * 80)
             return (93 + rng.random() * 7, 52000 + rng.random() * 4000, 340 + rng.random() * 60)
-        polls = gpu_series(now - M(40), now - S(20), 90, rng, 4, f)
-        cap.write_text(f"gpu/{h}.csv", gpu_csv(polls, uu[h], 65536, na_cells={(7, 2, "power")} if hi == 1 else set()))
+        cap.gpu_polls(h, uu[h], now - M(40), now - S(20), 90, f, 65536, na_cells={(7, 2, "power")} if hi == 1 else set())
 
-    cap.expected({
-        "verdict_in": ["NO-KILL"], "job_status_in": ["ALIVE"], "failing_gates": [],
-        "must_not_fail_gates": ["A", "B", "C", "restarts"],
-        "evidence_must_match": ["(?i)(step|score|reward)", "(?i)(tok(en)?s?/s|throughput)"],
-        "why": ("SLURM chain restart, not a burn (seed §0): sacct shows leg 7713402 ended TIMEOUT 0:0 after its 24 h wall clock "
-                "('CANCELLED ... DUE TO TIME LIMIT' in its .err) and the afterany successor 7715518 is RUNNING, resumed from "
-                "global_step_180 and advancing verl 'step:N' lines every ~7 min (critic/score/mean ~0.35) up to minutes before capture; "
-                "the vLLM 0.6.3 V0 engines print 'Running: .. reqs, Swapped: 0 reqs, Pending: .. reqs' at 1-2.5k tok/s per engine "
-                "during each generation phase (idle intervals are DEBUG, so the stats go quiet during update_actor - not a stall). "
-                "'a clean TIMEOUT->successor is a normal chain restart, NOT a burn'; all gates pass -> NO-KILL."),
-    })
+    cap.expect(verdict=["NO-KILL"], status=["ALIVE"], failing=[], must_not_fail=["A", "B", "C", "restarts"],
+               evidence=["(?i)(step|score|reward)", "(?i)(tok(en)?s?/s|throughput)"],
+               why="SLURM chain restart, not a burn (seed §0): sacct shows leg 7713402 ended TIMEOUT 0:0 after its 24 h wall clock "
+                   "('CANCELLED ... DUE TO TIME LIMIT' in its .err) and the afterany successor 7715518 is RUNNING, resumed from "
+                   "global_step_180 and advancing verl 'step:N' lines every ~7 min (critic/score/mean ~0.35) up to minutes before capture; "
+                   "the vLLM 0.6.3 V0 engines print 'Running: .. reqs, Swapped: 0 reqs, Pending: .. reqs' at 1-2.5k tok/s per engine "
+                   "during each generation phase (idle intervals are DEBUG, so the stats go quiet during update_actor - not a stall). "
+                   "'a clean TIMEOUT->successor is a normal chain restart, NOT a burn'; all gates pass -> NO-KILL.")
 
 
 # ============================================================== 2. OpenRLHF + vLLM 0.8.5 enforce_eager, floored throughput
@@ -370,14 +355,9 @@ def build_openrlhf_vllm085_eager_floor(root: Path):
     start = now - M(64)
     cap.capture_json(job_id, "lambda-1cc", "other", now)
     cap.state_jsonl(state_rows(start + S(20), now - S(15), 120, rng, pods=1, max_retries=0))
-    cap.write_json("job.json", {
-        "job_id": job_id,
-        "model": {"name": "Llama-3.1-8B-Instruct", "params_b": 8.0, "active_params_b": 8.0, "moe": False, "dtype": "bfloat16"},
-        "hardware": {"gpu": "H100-80GB-SXM", "gpus_per_node": 8, "nodes": 1},
-        "geometry": {"num_inference_engines": 2, "engine_tp": 1, "engine_ep": 1, "colocated": False},
-        "rollout": {"n_samples_per_prompt": 8},
-        "new_or_untested": ["first OpenRLHF run on the 1-click cluster with vLLM 0.8.5.post1"],
-    })
+    cap.job_json(job_id, model_info("Llama-3.1-8B-Instruct", 8.0), h100_nodes(1),
+                 {"num_inference_engines": 2, "engine_tp": 1, "engine_ep": 1, "colocated": False},
+                 rollout=rollout_info(), new="first OpenRLHF run on the 1-click cluster with vLLM 0.8.5.post1")
     cap.write_text("config/train_ppo_ray_args.yaml", """# openrlhf.cli.train_ppo_ray arguments as parsed (args.__dict__ dumped by our launcher)
 pretrain: meta-llama/Llama-3.1-8B-Instruct
 reward_pretrain: null
@@ -462,20 +442,16 @@ use_wandb: true
         if g < 6:
             return (0, 16400 + rng.random() * 100, 69 + rng.random() * 4)
         return (38 + rng.random() * 20, 74100 + rng.random() * 200, 142 + rng.random() * 40)
-    cap.write_text("gpu/lambda-hgx-07.csv", gpu_csv(gpu_series(now - M(30), now - S(30), 60, rng, 8, f), uu, 81559,
-                                                      na_cells={(12, 5, "power")}))
-    cap.expected({
-        "verdict_in": ["KILL"], "job_status_in": ["ALIVE"], "failing_gates": ["B"],
-        "must_not_fail_gates": ["restarts"],
-        "evidence_must_match": ["(?i)(tok(en)?s?/s|throughput)", "(?i)enforce_eager"],
-        "next_steps_must_match": ["(?i)enforce_eager"],
-        "why": ("Gate B floored throughput (seed §3): both vLLM 0.8.5.post1 engines (Ray LLMRayActor, 'Engine 000:' V1 stats "
-                "every 10 s) report 31-58 tok/s generation with 44-64 Running and Waiting 0-1 for the whole run on a dense "
-                "Llama-3.1-8B (LUT: healthy 2,000-6,000 tok/s, 'awful' < ~500); the one finished step took ~28 min, almost all of it generation. "
-                "The engine init line and the resolved args carry enforce_eager=True (compilation level 0, no cudagraph sizes) - "
-                "'if you measure floor-or-below throughput, FIRST check enforce_eager'. Lean KILL; fix: enforce_eager false "
-                "(CUDA graphs on) and relaunch."),
-    })
+    cap.gpu_polls("lambda-hgx-07", uu, now - M(30), now - S(30), 60, f, 81559, na_cells={(12, 5, "power")})
+    cap.expect(verdict=["KILL"], status=["ALIVE"], failing=["B"], must_not_fail=["restarts"],
+               evidence=["(?i)(tok(en)?s?/s|throughput)", "(?i)enforce_eager"],
+               next_steps=["(?i)enforce_eager"],
+               why="Gate B floored throughput (seed §3): both vLLM 0.8.5.post1 engines (Ray LLMRayActor, 'Engine 000:' V1 stats "
+                   "every 10 s) report 31-58 tok/s generation with 44-64 Running and Waiting 0-1 for the whole run on a dense "
+                   "Llama-3.1-8B (LUT: healthy 2,000-6,000 tok/s, 'awful' < ~500); the one finished step took ~28 min, almost all of it generation. "
+                   "The engine init line and the resolved args carry enforce_eager=True (compilation level 0, no cudagraph sizes) - "
+                   "'if you measure floor-or-below throughput, FIRST check enforce_eager'. Lean KILL; fix: enforce_eager false "
+                   "(CUDA graphs on) and relaunch.")
 
 
 # ============================================================== 3. vLLM 0.33 stats format, healthy
@@ -486,21 +462,13 @@ def build_vllm033_remote_engines_healthy(root: Path):
     rng = cap.rng
     now = dt("2026-11-10T11:42:30")
     job = "rl-q3-30b-a3b-swe-h200"
-    cap.capture_json(job, "nebius", "kubernetes", now)
-    cap.state_jsonl(state_rows(now - M(60), now - S(40), 60, rng, pods=3))
+    cap.k8s_running(job, "nebius", now, now - M(60), now - S(40), pods=3)
     trainer_pod, eng_pods = f"{job}-trainer-0", [f"{job}-vllm-0", f"{job}-vllm-1"]
-    cap.write_json("job.json", {
-        "job_id": job,
-        "model": {"name": "Qwen3-30B-A3B-Instruct-2507", "params_b": 30.5, "active_params_b": 3.3, "moe": True, "dtype": "bfloat16"},
-        "hardware": {"gpu": "H200-141GB-SXM", "gpus_per_node": 8, "nodes": 2},
-        "geometry": {"num_inference_engines": 2, "engine_tp": 4, "engine_ep": 1, "colocated": False,
-                     "engine_pods": eng_pods, "policy_pods": [trainer_pod]},
-        "rollout": {"n_concurrent_trials": 64, "n_samples_per_prompt": 8, "expected_episode_s": 1200},
-        "expected_step_s": 720,
-        "new_or_untested": ["first run against remote vLLM 0.33 serve pods (in-place weight reload)"],
-        "max_retries": 1,
-        "enforce_eager": False,
-    })
+    cap.job_json(job, model_info("Qwen3-30B-A3B-Instruct-2507", 30.5, 3.3), ("H200-141GB-SXM", 8, 2),
+                 {"num_inference_engines": 2, "engine_tp": 4, "engine_ep": 1, "colocated": False,
+                  "engine_pods": eng_pods, "policy_pods": [trainer_pod]},
+                 rollout=rollout_info(64, 1200), expected_step_s=720, max_retries=1, enforce_eager=False,
+                 new="first run against remote vLLM 0.33 serve pods (in-place weight reload)")
     # engine pods: `kubectl logs --timestamps --since=50m` (startup not in window)
     for i, ep in enumerate(eng_pods):
         e = Log()
@@ -552,8 +520,8 @@ def build_vllm033_remote_engines_healthy(root: Path):
             busy = ph > 0.45
             return ((90 + rng.random() * 10, 98000 + rng.random() * 9000, 560 + rng.random() * 120) if busy else
                     (rng.random() * 4, 61000 + rng.random() * 500, 118 + rng.random() * 20))
-        cap.write_text(f"gpu/{job}-{node}.csv", gpu_csv(gpu_series(now - M(25), now - S(25), 120, rng, 8, f), uu, 143771,
-                                                        na_cells={(3, 6, "power")} if role == "engine" else set()))
+        cap.gpu_polls(f"{job}-{node}", uu, now - M(25), now - S(25), 120, f, 143771,
+                      na_cells={(3, 6, "power")} if role == "engine" else set())
     # trials
     host = "a91c3be0d2f4"
     for k in range(12):
@@ -567,16 +535,13 @@ def build_vllm033_remote_engines_healthy(root: Path):
                          verifier_stdout=pytest_stdout(4, [] if good else [("test_output_matches", "AssertionError: assert 1873 == 1874")], 0.4))
         write_trial(cap, spec, trials_dir=f"/app/experiments/{job}/trace_jobs", model="Qwen3-30B-A3B-Instruct-2507",
                     api_base="http://rl-q3-30b-a3b-swe-h200-vllm-router:8000/v1", task_root="/app/data/tasks/swe-lite")
-    cap.expected({
-        "verdict_in": ["NO-KILL"], "job_status_in": ["ALIVE"], "failing_gates": [],
-        "must_not_fail_gates": ["A", "B", "C", "restarts"],
-        "evidence_must_match": ["(?i)(tok(en)?s?/s|throughput)", "(?i)reward"],
-        "why": ("Healthy run read through vLLM 0.33 formats (seed §5 'NO-KILL if all three gates pass'): both remote engine pods "
-                "print '(APIServer pid=1) INFO MM-DD ... [loggers.py:335] Engine 000: ... Running: 38-62 reqs, Waiting: 0-2 reqs, "
-                "Deferred: N reqs, GPU KV cache usage: ..%' (no 'Prefix cache hit rate' segment, k8s --timestamps prefix) at "
-                "2.6-4.7k tok/s - far above the 30B-A3B floor; in-place weight reloads and one shm_broadcast 60 s note at a reload "
-                "are benign; SkyRL steps advance on a ~12 min cadence; trials complete with ~45% reward and coherent turns."),
-    })
+    cap.expect(verdict=["NO-KILL"], status=["ALIVE"], failing=[], must_not_fail=["A", "B", "C", "restarts"],
+               evidence=["(?i)(tok(en)?s?/s|throughput)", "(?i)reward"],
+               why="Healthy run read through vLLM 0.33 formats (seed §5 'NO-KILL if all three gates pass'): both remote engine pods "
+                   "print '(APIServer pid=1) INFO MM-DD ... [loggers.py:335] Engine 000: ... Running: 38-62 reqs, Waiting: 0-2 reqs, "
+                   "Deferred: N reqs, GPU KV cache usage: ..%' (no 'Prefix cache hit rate' segment, k8s --timestamps prefix) at "
+                   "2.6-4.7k tok/s - far above the 30B-A3B floor; in-place weight reloads and one shm_broadcast 60 s note at a reload "
+                   "are benign; SkyRL steps advance on a ~12 min cadence; trials complete with ~45% reward and coherent turns.")
 
 
 # ============================================================== 4. host OOM crash-loop (k8s)
@@ -590,17 +555,10 @@ def build_host_oom_crashloop_k8s(root: Path):
     pod = f"{job}-trainer-0"
     node = "gke-a3mega-pool-2-7f3c9a1e-x2lq"
     start = now - M(140)
-    cap.capture_json(job, "gke-a3mega", "kubernetes", now)
-    cap.state_jsonl(state_rows(now - M(70), now - S(30), 60, rng, pods=1))
-    cap.write_json("job.json", {
-        "job_id": job,
-        "model": {"name": "Qwen2.5-14B-Instruct", "params_b": 14.7, "active_params_b": 14.7, "moe": False, "dtype": "bfloat16"},
-        "hardware": {"gpu": "H100-80GB-SXM", "gpus_per_node": 8, "nodes": 1},
-        "geometry": {"num_inference_engines": 4, "engine_tp": 2, "colocated": True, "policy_pods": [pod], "engine_pods": [pod]},
-        "expected_step_s": 360,
-        "new_or_untested": ["param_offload + optimizer_offload on a 512Gi pod (first try)"],
-        "max_retries": 0,
-    })
+    cap.k8s_running(job, "gke-a3mega", now, now - M(70), now - S(30), pods=1)
+    cap.job_json(job, model_info("Qwen2.5-14B-Instruct", 14.7), h100_nodes(1),
+                 {"num_inference_engines": 4, "engine_tp": 2, "colocated": True, "policy_pods": [pod], "engine_pods": [pod]},
+                 expected_step_s=360, max_retries=0, new="param_offload + optimizer_offload on a 512Gi pod (first try)")
     cap.write_text("config/verl_ppo_trainer.yaml", """actor_rollout_ref:
   model:
     path: Qwen/Qwen2.5-14B-Instruct
@@ -712,20 +670,16 @@ trainer:
         if since < 420:
             return (0, 2 + rng.random() * 30, 72 + rng.random() * 5)
         return (70 + rng.random() * 29, 58000 + rng.random() * 8000, 380 + rng.random() * 250)
-    cap.write_text(f"gpu/{pod}.csv", gpu_csv(gpu_series(now - M(60), now - S(40), 90, rng, 8, f), uu, 81559,
-                                            na_cells={(20, 3, "util")}))
-    cap.expected({
-        "verdict_in": ["KILL"], "job_status_in": ["ALIVE", "WEDGED", "UNKNOWN"], "failing_gates": ["B"],
-        "must_not_fail_gates": [],
-        "evidence_must_match": ["(?i)(OOMKilled|oom[-_ ]?kill|out of memory)"],
-        "next_steps_must_match": ["(?i)(memory|offload|RAM|OOM|limit)"],
-        "why": ("Gate B host-RAM OOM (seed §3 B-training: 'no OOMKilled in pod state, no oom-killer / Killed in the rank logs, no "
-                "repeated pod restarts'): the pod reads phase Running and the state poll 'running', but the trainer container's "
-                "lastState is terminated OOMKilled/137 with restartCount climbing 4 -> 5 (CrashLoopBackOff between), and the node's "
-                "dmesg shows 'Memory cgroup out of memory: Killed process ... (ray::WorkerDict)' + oom-kill:constraint=CONSTRAINT_MEMCG "
-                "at each restart. Each restart resumes from global_step_40, prints step:41 and dies in step 42 - no progress for "
-                "~2 h. Lean KILL; fix the host-memory budget (param/optimizer offload to CPU on a 512Gi limit) before relaunch."),
-    })
+    cap.gpu_polls(pod, uu, now - M(60), now - S(40), 90, f, 81559, na_cells={(20, 3, "util")})
+    cap.expect(verdict=["KILL"], status=["ALIVE", "WEDGED", "UNKNOWN"], failing=["B"], must_not_fail=[],
+               evidence=["(?i)(OOMKilled|oom[-_ ]?kill|out of memory)"],
+               next_steps=["(?i)(memory|offload|RAM|OOM|limit)"],
+               why="Gate B host-RAM OOM (seed §3 B-training: 'no OOMKilled in pod state, no oom-killer / Killed in the rank logs, no "
+                   "repeated pod restarts'): the pod reads phase Running and the state poll 'running', but the trainer container's "
+                   "lastState is terminated OOMKilled/137 with restartCount climbing 4 -> 5 (CrashLoopBackOff between), and the node's "
+                   "dmesg shows 'Memory cgroup out of memory: Killed process ... (ray::WorkerDict)' + oom-kill:constraint=CONSTRAINT_MEMCG "
+                   "at each restart. Each restart resumes from global_step_40, prints step:41 and dies in step 42 - no progress for "
+                   "~2 h. Lean KILL; fix the host-memory budget (param/optimizer offload to CPU on a 512Gi limit) before relaunch.")
 
 
 # ============================================================== 5. incoherent outputs on a new MoE geometry
@@ -736,20 +690,13 @@ def build_incoherent_moe_new_geometry(root: Path):
     rng = cap.rng
     now = dt("2026-08-02T09:12:00")
     job = "rl-q3-30b-2507-tp2ep2"
-    cap.capture_json(job, "azure-ndv5", "kubernetes", now)
-    cap.state_jsonl(state_rows(now - M(90), now - S(20), 90, rng, pods=3))
+    cap.k8s_running(job, "azure-ndv5", now, now - M(90), now - S(20), pods=3, every_s=90)
     pods = [f"{job}-{i}" for i in range(3)]
-    cap.write_json("job.json", {
-        "job_id": job,
-        "model": {"name": "Qwen3-30B-A3B-Instruct-2507", "params_b": 30.5, "active_params_b": 3.3, "moe": True, "dtype": "bfloat16"},
-        "hardware": {"gpu": "H100-80GB-SXM", "gpus_per_node": 8, "nodes": 3},
-        "geometry": {"num_inference_engines": 4, "engine_tp": 2, "engine_ep": 2, "colocated": False,
-                     "engine_pods": pods[1:], "policy_pods": pods[:1]},
-        "rollout": {"n_concurrent_trials": 48, "n_samples_per_prompt": 8, "expected_episode_s": 900},
-        "expected_step_s": 600,
-        "new_or_untested": ["first TP=2+EP=2 engine geometry for the 2507 MoE", "weight-sync refactor (bucketed broadcast) first launch"],
-        "max_retries": 1, "enforce_eager": False,
-    })
+    cap.job_json(job, model_info("Qwen3-30B-A3B-Instruct-2507", 30.5, 3.3), h100_nodes(3),
+                 {"num_inference_engines": 4, "engine_tp": 2, "engine_ep": 2, "colocated": False,
+                  "engine_pods": pods[1:], "policy_pods": pods[:1]},
+                 rollout=rollout_info(48, 900), expected_step_s=600, max_retries=1, enforce_eager=False,
+                 new=["first TP=2+EP=2 engine geometry for the 2507 MoE", "weight-sync refactor (bucketed broadcast) first launch"])
     l0, l1 = Log(), Log()
     t = now - M(92)
     l0.extend(t, ["+ env | grep -E '^(SKYRL|VLLM|NCCL|TORCH_NCCL)_' | sort", "NCCL_DEBUG=WARN", "SKYRL_DUMP_INFRA_LOG_TO_STDOUT=1",
@@ -796,7 +743,7 @@ def build_incoherent_moe_new_geometry(root: Path):
                 return ((85 + rng.random() * 14, 67000 + rng.random() * 5000, 560 + rng.random() * 120) if rng.random() < 0.5
                         else (rng.random() * 5, 52000 + rng.random() * 400, 120 + rng.random() * 15))
             return (55 + rng.random() * 40, 71500 + rng.random() * 400, 300 + rng.random() * 250)
-        cap.write_text(f"gpu/{p}.csv", gpu_csv(gpu_series(now - M(20), now - S(20), 120, rng, 8, f), uu, 81559))
+        cap.gpu_polls(p, uu, now - M(20), now - S(20), 120, f, 81559)
     host = "5d1e77c0b9aa"
     for k in range(12):
         task = EASY[k % 4]
@@ -815,19 +762,16 @@ def build_incoherent_moe_new_geometry(root: Path):
                              verifier_stdout=pytest_stdout(1, [("test_output_exists", "AssertionError: expected output file was not created")], 0.3), host=host)
         write_trial(cap, spec, trials_dir=f"/app/experiments/{job}/trace_jobs", model="Qwen3-30B-A3B-Instruct-2507",
                     api_base="http://10.7.0.4:8000/v1", task_root="/app/data/tasks/extracted_tasks")
-    cap.expected({
-        "verdict_in": ["KILL"], "job_status_in": ["ALIVE"], "failing_gates": ["C"],
-        "must_not_fail_gates": ["restarts"],
-        "evidence_must_match": ["(?i)reward", "(?i)(incoheren|salad|repet|garbage|gibberish|nonsens|degenerate|parse|pars(e|ing) error)"],
-        "next_steps_must_match": ["(?i)(weight[ _-]?sync|w13|reload|sync)"],
-        "why": ("Gate C incoherent generations on a new geometry (seed §4): engines are up and generating at MoE-healthy rates "
-                "and steps advance, but every completed trial has reward 0 (reward/avg_raw_reward 0.0, avg_pass_at_8 0.0 every "
-                "step) and the agent outputs in trajectory.json / all_messages are token salad and repetition loops ('ls ls ls', "
-                "'the the', mixed-script fragments) answered by JSON parse-error prompts, some running into "
-                "ContextLengthExceededError. TP=2+EP=2 and the sync refactor are new_or_untested and SKYRL_W13_RELOAD_BRACKET=0 "
-                "- 'correct tokenizer + salad output = sync/build' -> KILL; fix the FSDP->vLLM weight sync (w13 reload bracket) "
-                "before relaunch."),
-    })
+    cap.expect(verdict=["KILL"], status=["ALIVE"], failing=["C"], must_not_fail=["restarts"],
+               evidence=["(?i)reward", "(?i)(incoheren|salad|repet|garbage|gibberish|nonsens|degenerate|parse|pars(e|ing) error)"],
+               next_steps=["(?i)(weight[ _-]?sync|w13|reload|sync)"],
+               why="Gate C incoherent generations on a new geometry (seed §4): engines are up and generating at MoE-healthy rates "
+                   "and steps advance, but every completed trial has reward 0 (reward/avg_raw_reward 0.0, avg_pass_at_8 0.0 every "
+                   "step) and the agent outputs in trajectory.json / all_messages are token salad and repetition loops ('ls ls ls', "
+                   "'the the', mixed-script fragments) answered by JSON parse-error prompts, some running into "
+                   "ContextLengthExceededError. TP=2+EP=2 and the sync refactor are new_or_untested and SKYRL_W13_RELOAD_BRACKET=0 "
+                   "- 'correct tokenizer + salad output = sync/build' -> KILL; fix the FSDP->vLLM weight sync (w13 reload bracket) "
+                   "before relaunch.")
 
 
 # ============================================================== 6. early bring-up, long episodes
@@ -839,20 +783,12 @@ def build_early_bringup_long_episode(root: Path):
     start = dt("2026-09-03T07:10:12")
     now = start + M(12) + S(20)
     jid = "118204"
-    cap.capture_json(jid, "nebius-soperator", "slurm", now)
-    cap.write_text("sacct.txt", "JobID|JobName|State|Start|End|ExitCode|Restarts\n"
-                   f"{jid}|rl-q3-8b-131k-tb2|RUNNING|{start.strftime('%Y-%m-%dT%H:%M:%S')}|Unknown|0:0|0\n")
+    cap.slurm_running(jid, "rl-q3-8b-131k-tb2", "nebius-soperator", now, start)
     hosts = ["worker-0", "worker-1"]
-    cap.write_json("job.json", {
-        "job_id": jid,
-        "model": {"name": "Qwen3-8B", "params_b": 8.2, "active_params_b": 8.2, "moe": False, "dtype": "bfloat16"},
-        "hardware": {"gpu": "H100-80GB-SXM", "gpus_per_node": 8, "nodes": 2},
-        "geometry": {"num_inference_engines": 4, "engine_tp": 2, "colocated": False, "policy_pods": ["worker-0"], "engine_pods": ["worker-1"]},
-        "rollout": {"n_concurrent_trials": 16, "n_samples_per_prompt": 8, "expected_episode_s": 3600},
-        "expected_step_s": 4800,
-        "new_or_untested": ["131k context arm, first launch on Nebius"],
-        "max_retries": 1, "enforce_eager": False,
-    })
+    cap.job_json(jid, model_info("Qwen3-8B", 8.2), h100_nodes(2),
+                 {"num_inference_engines": 4, "engine_tp": 2, "colocated": False, "policy_pods": ["worker-0"], "engine_pods": ["worker-1"]},
+                 rollout=rollout_info(16, 3600), expected_step_s=4800, max_retries=1, enforce_eager=False,
+                 new="131k context arm, first launch on Nebius")
     out = Log()
     P = ray_pfx("skyrl_entrypoint", 30112)
     t = start + S(6)
@@ -904,8 +840,8 @@ def build_early_bringup_long_episode(root: Path):
                 return (0, 39800 + rng.random() * 200, 112 + rng.random() * 8)
             return ((45 + rng.random() * 45, 72000 + rng.random() * 300, 260 + rng.random() * 200) if tp > t_up
                     else (0, 70000, 115))
-        cap.write_text(f"gpu/{h}.csv", gpu_csv(gpu_series(start + M(1), now - S(15), 30, rng, 8, f), uu, 81559,
-                                               na_cells={(5, 7, "power")} if h == "worker-1" else set()))
+        cap.gpu_polls(h, uu, start + M(1), now - S(15), 30, f, 81559,
+                      na_cells={(5, 7, "power")} if h == "worker-1" else set())
     host = "c0ffee12ab34"
     for k in range(16):
         task = HARD[k % 3]
@@ -916,17 +852,14 @@ def build_early_bringup_long_episode(root: Path):
                          completed=False, host=host)
         write_trial(cap, spec, trials_dir=f"/mnt/shared/rl/{jid}/trace_jobs", model="Qwen3-8B", api_base="http://10.0.128.14:8000/v1",
                     task_root="/mnt/shared/tasks/tb2-long", agent_timeout=3600.0, verifier_timeout=600.0, max_input_tokens=131072)
-    cap.expected({
-        "verdict_in": ["NO-KILL"], "job_status_in": ["ALIVE", "UNKNOWN"], "failing_gates": [],
-        "must_not_fail_gates": ["A", "B", "C", "restarts"],
-        "evidence_must_match": ["(?i)(trial|rollout)"],
-        "why": ("Early bring-up on a long-episode arm (seed §4/§5): the SLURM leg has been RUNNING 12 min, expected_episode_s is "
-                "3600 (131k context, 3600 s agent timeout). All 4 engines initialised with CUDA graphs and print 'Avg generation "
-                "throughput' 1.5-2.8k tok/s with Waiting 0; 16 trial dirs exist with 1-4 coherent agent turns in trajectory.json but "
-                "0 result.json - 'At +15/30 min a 131k arm legitimately has ZERO completed ... report that as rollouts executing, "
-                "0 completed yet'. The trainer is in its first wait_for_generation_buffer and the policy GPUs idle with weights "
-                "resident, as expected before the first batch. 'NO-KILL if ... 0 completed trials at +15 min on a long-episode arm'."),
-    })
+    cap.expect(verdict=["NO-KILL"], status=["ALIVE", "UNKNOWN"], failing=[], must_not_fail=["A", "B", "C", "restarts"],
+               evidence=["(?i)(trial|rollout)"],
+               why="Early bring-up on a long-episode arm (seed §4/§5): the SLURM leg has been RUNNING 12 min, expected_episode_s is "
+                   "3600 (131k context, 3600 s agent timeout). All 4 engines initialised with CUDA graphs and print 'Avg generation "
+                   "throughput' 1.5-2.8k tok/s with Waiting 0; 16 trial dirs exist with 1-4 coherent agent turns in trajectory.json but "
+                   "0 result.json - 'At +15/30 min a 131k arm legitimately has ZERO completed ... report that as rollouts executing, "
+                   "0 completed yet'. The trainer is in its first wait_for_generation_buffer and the policy GPUs idle with weights "
+                   "resident, as expected before the first batch. 'NO-KILL if ... 0 completed trials at +15 min on a long-episode arm'.")
 
 
 # ============================================================== 7. transient HF 503 on attempt 0, attempt 1 healthy
@@ -949,14 +882,10 @@ def build_transient_hf_restart_recovered(root: Path):
     rows += state_rows(a1_start + S(40), now - S(30), 180, rng, pods=2, attempt=1, attempts=attempts)
     cap.state_jsonl(rows)
     pods = [f"{job}-0-g1", f"{job}-1-g1"]
-    cap.write_json("job.json", {
-        "job_id": job,
-        "model": {"name": "Qwen3-8B", "params_b": 8.2, "active_params_b": 8.2, "moe": False, "dtype": "bfloat16"},
-        "hardware": {"gpu": "H100-80GB-SXM", "gpus_per_node": 8, "nodes": 2},
-        "geometry": {"num_inference_engines": 4, "engine_tp": 2, "colocated": False, "policy_pods": pods[:1], "engine_pods": pods[1:]},
-        "rollout": {"n_concurrent_trials": 48, "n_samples_per_prompt": 8, "expected_episode_s": 900},
-        "expected_step_s": 900, "new_or_untested": ["pymethods2test v3 task pool"], "max_retries": 1, "enforce_eager": False,
-    })
+    cap.job_json(job, model_info("Qwen3-8B", 8.2), h100_nodes(2),
+                 {"num_inference_engines": 4, "engine_tp": 2, "colocated": False, "policy_pods": pods[:1], "engine_pods": pods[1:]},
+                 rollout=rollout_info(48, 900), expected_step_s=900, max_retries=1, enforce_eager=False,
+                 new="pymethods2test v3 task pool")
     # finelog spanning both attempts (scheduler log): attempt 0 traceback
     fl = Log()
     P0 = ray_pfx("skyrl_entrypoint", 7012, "10.128.0.41")
@@ -1031,8 +960,7 @@ def build_transient_hf_restart_recovered(root: Path):
                 return (50 + rng.random() * 45, 70200 + rng.random() * 300, 280 + rng.random() * 250)
             return ((92 + rng.random() * 8, 64000 + rng.random() * 6000, 600 + rng.random() * 80) if rng.random() < 0.4
                     else (0 + rng.random() * 3, 41000 + rng.random() * 300, 115 + rng.random() * 10))
-        cap.write_text(f"gpu/{p}.csv", gpu_csv(gpu_series(now - M(30), now - S(20), 120, rng, 8, f), uu, 81559,
-                                               na_cells={(9, 0, "power")}))
+        cap.gpu_polls(p, uu, now - M(30), now - S(20), 120, f, 81559, na_cells={(9, 0, "power")})
     host = "2b7c9e10aa51"
     for k in range(12):
         task = EASY[(k + 3) % 4]
@@ -1045,17 +973,14 @@ def build_transient_hf_restart_recovered(root: Path):
                          verifier_stdout=pytest_stdout(5 if good else 3, [] if good else [("test_contract", "AssertionError: peek on empty stack did not raise IndexError")], 0.3))
         write_trial(cap, spec, trials_dir=f"/app/experiments/{job}/trace_jobs", model="Qwen3-8B", api_base="http://10.128.0.52:8000/v1",
                     task_root="/app/data/tasks/extracted_tasks")
-    cap.expected({
-        "verdict_in": ["NO-KILL"], "job_status_in": ["ALIVE"], "failing_gates": [],
-        "must_not_fail_gates": ["A", "B", "C", "restarts"],
-        "evidence_must_match": ["(?i)(LocalEntryNotFoundError|503|hugging ?face|transient)"],
-        "why": ("Restart burned on a genuine transient (seed §0/§5): state.jsonl attempts[0] failed with "
-                "huggingface_hub LocalEntryNotFoundError after a '503 Server Error: Service Unavailable' from huggingface.co "
-                "(finelog traceback), 1/1 retries used. Attempt 1 is healthy: steps advance every ~15 min with non-zero rewards, "
-                "4 engines generate 1.9-3.8k tok/s with Waiting ~0, trials complete with ~50% reward. 'A restart burned on a "
-                "genuine transient the run has since recovered from is NOT a kill' and 'an HF-weight-resolution flake that the "
-                "--max-retries/retry-wrapper is catching' -> NO-KILL; watch closely since no retries remain."),
-    })
+    cap.expect(verdict=["NO-KILL"], status=["ALIVE"], failing=[], must_not_fail=["A", "B", "C", "restarts"],
+               evidence=["(?i)(LocalEntryNotFoundError|503|hugging ?face|transient)"],
+               why="Restart burned on a genuine transient (seed §0/§5): state.jsonl attempts[0] failed with "
+                   "huggingface_hub LocalEntryNotFoundError after a '503 Server Error: Service Unavailable' from huggingface.co "
+                   "(finelog traceback), 1/1 retries used. Attempt 1 is healthy: steps advance every ~15 min with non-zero rewards, "
+                   "4 engines generate 1.9-3.8k tok/s with Waiting ~0, trials complete with ~50% reward. 'A restart burned on a "
+                   "genuine transient the run has since recovered from is NOT a kill' and 'an HF-weight-resolution flake that the "
+                   "--max-retries/retry-wrapper is catching' -> NO-KILL; watch closely since no retries remain.")
 
 
 # ============================================================== 8. NCCL watchdog (torch 2.2) on a plain trainer, frozen
@@ -1067,18 +992,10 @@ def build_nccl_watchdog_torch22_wedged(root: Path):
     now = dt("2025-02-14T04:20:00")
     jid = "33519027"
     start = now - M(132)
-    cap.capture_json(jid, "perlmutter", "slurm", now)
-    cap.write_text("sacct.txt", "JobID|JobName|State|Start|End|ExitCode|Restarts\n"
-                   f"{jid}|orlhf-llama3-8b-ppo|RUNNING|{start.strftime('%Y-%m-%dT%H:%M:%S')}|Unknown|0:0|0\n")
-    cap.write_json("job.json", {
-        "job_id": jid,
-        "model": {"name": "Meta-Llama-3-8B-Instruct", "params_b": 8.0, "active_params_b": 8.0, "moe": False, "dtype": "bfloat16"},
-        "hardware": {"gpu": "A100-SXM4-80GB", "gpus_per_node": 4, "nodes": 4},
-        "geometry": {"num_inference_engines": 2, "engine_tp": 1, "colocated": False},
-        "expected_step_s": 600,
-        "new_or_untested": ["first 4-node ZeRO-3 run (torch 2.2.1 / vLLM 0.4.1 stack)"],
-        "max_retries": 0,
-    })
+    cap.slurm_running(jid, "orlhf-llama3-8b-ppo", "perlmutter", now, start)
+    cap.job_json(jid, model_info("Meta-Llama-3-8B-Instruct", 8.0), ("A100-SXM4-80GB", 4, 4),
+                 {"num_inference_engines": 2, "engine_tp": 1, "colocated": False},
+                 expected_step_s=600, max_retries=0, new="first 4-node ZeRO-3 run (torch 2.2.1 / vLLM 0.4.1 stack)")
     out = Log()
     PT = ray_pfx("PPOTrainer", 1522077, color=False)
     actor_pids = [(1522301 + i, None if i < 4 else f"10.249.{i // 4}.{20 + i // 4}") for i in range(8)]
@@ -1139,24 +1056,20 @@ def build_nccl_watchdog_torch22_wedged(root: Path):
             if ni == 1 and g == 1:  # rank 5: straggler stuck elsewhere
                 return (0, 60211 + rng.random() * 10, 88 + rng.random() * 3)
             return (100, 58300 + rng.random() * 50, 92 + rng.random() * 6)  # NCCL spin kernel: 100% util, idle power
-        cap.write_text(f"gpu/{n}.csv", gpu_csv(gpu_series(now - M(35), now - S(40), 120, rng, 4, f), uu, 81920,
-                                               na_cells={(4, 2, "power")} if ni == 0 else set()))
-    cap.expected({
-        "verdict_in": ["KILL"], "job_status_in": ["WEDGED"], "failing_gates": ["A"],
-        "must_not_fail_gates": ["restarts"],
-        "evidence_must_match": [
-            "(?i)Watchdog caught collective operation timeout",
-            "(?i)((trainer|driver|step|progress)\\b[^\\n]{0,120}(stale|frozen|no progress|not advanc|no new|silent|hung|stuck|\\d+(\\.\\d+)? ?(min|minutes|h|hours)\\b))",
-        ],
-        "next_steps_must_match": ["(?i)(nccl|collective|watchdog|hang|dump|flight|straggler|rank)"],
-        "why": ("Gate A WEDGED (seed §2): sacct says RUNNING, but the OpenRLHF trainer's last '\u2728 Global step' line is ~60 min "
-                "old against a ~10 min cadence; the next step generated, then 7 of 8 DeepSpeed ranks logged the torch 2.2 "
-                "'[rankN]:[E ProcessGroupNCCL.cpp:523] [Rank N] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=184213, "
-                "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600081 milliseconds' (rank 5 never joined); "
-                "with TORCH_NCCL_ASYNC_ERROR_HANDLING=0 nothing tears the gang down, so it holds 16 GPUs at 100% util / ~90 W "
-                "(NCCL spin) doing nothing and the engines sit idle. A real hang signature + stale-beyond-cadence logs -> KILL; "
-                "debug the rank-5 straggler / collective mismatch before relaunch."),
-    })
+        cap.gpu_polls(n, uu, now - M(35), now - S(40), 120, f, 81920, na_cells={(4, 2, "power")} if ni == 0 else set())
+    cap.expect(verdict=["KILL"], status=["WEDGED"], failing=["A"], must_not_fail=["restarts"],
+               evidence=[
+     "(?i)Watchdog caught collective operation timeout",
+     "(?i)((trainer|driver|step|progress)\\b[^\\n]{0,120}(stale|frozen|no progress|not advanc|no new|silent|hung|stuck|\\d+(\\.\\d+)? ?(min|minutes|h|hours)\\b))",
+ ],
+               next_steps=["(?i)(nccl|collective|watchdog|hang|dump|flight|straggler|rank)"],
+               why="Gate A WEDGED (seed §2): sacct says RUNNING, but the OpenRLHF trainer's last '\u2728 Global step' line is ~60 min "
+                   "old against a ~10 min cadence; the next step generated, then 7 of 8 DeepSpeed ranks logged the torch 2.2 "
+                   "'[rankN]:[E ProcessGroupNCCL.cpp:523] [Rank N] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=184213, "
+                   "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600081 milliseconds' (rank 5 never joined); "
+                   "with TORCH_NCCL_ASYNC_ERROR_HANDLING=0 nothing tears the gang down, so it holds 16 GPUs at 100% util / ~90 W "
+                   "(NCCL spin) doing nothing and the engines sit idle. A real hang signature + stale-beyond-cadence logs -> KILL; "
+                   "debug the rank-5 straggler / collective mismatch before relaunch.")
 
 
 # ============================================================== 9. ambiguous: trainer silent 40 min, no signature
@@ -1167,18 +1080,12 @@ def build_ambiguous_silent_trainer(root: Path):
     rng = cap.rng
     now = dt("2026-12-02T22:50:00")
     job = "rl-q3-14b-nl2bash-oci"
-    cap.capture_json(job, "oci", "kubernetes", now)
-    cap.state_jsonl(state_rows(now - M(80), now - S(30), 60, rng, pods=2))
+    cap.k8s_running(job, "oci", now, now - M(80), now - S(30), pods=2)
     pods = [f"{job}-0-8xq2p-0", f"{job}-1-8xq2p-0"]
-    cap.write_json("job.json", {
-        "job_id": job,
-        "model": {"name": "Qwen3-14B", "params_b": 14.8, "active_params_b": 14.8, "moe": False, "dtype": "bfloat16"},
-        "hardware": {"gpu": "H100-80GB-SXM", "gpus_per_node": 8, "nodes": 2},
-        "geometry": {"num_inference_engines": 4, "engine_tp": 2, "colocated": False, "policy_pods": pods[:1], "engine_pods": pods[1:]},
-        "rollout": {"n_concurrent_trials": 48, "n_samples_per_prompt": 8, "expected_episode_s": 900},
-        "expected_step_s": 900, "new_or_untested": ["14B on the OCI pool, seqlen-balanced micro-batching"], "max_retries": 1,
-        "enforce_eager": False,
-    })
+    cap.job_json(job, model_info("Qwen3-14B", 14.8), h100_nodes(2),
+                 {"num_inference_engines": 4, "engine_tp": 2, "colocated": False, "policy_pods": pods[:1], "engine_pods": pods[1:]},
+                 rollout=rollout_info(48, 900), expected_step_s=900, max_retries=1, enforce_eager=False,
+                 new="14B on the OCI pool, seqlen-balanced micro-batching")
     l0, l1 = Log(), Log()
     P = ray_pfx("skyrl_entrypoint", 5120, "10.0.10.4")
     t = now - M(180)
@@ -1217,8 +1124,8 @@ def build_ambiguous_silent_trainer(root: Path):
             if p == pods[1]:
                 return (45 + rng.random() * 50, 71000 + rng.random() * 300, 260 + rng.random() * 260)
             return (97 + rng.random() * 3, 74000 + rng.random() * 2500, 560 + rng.random() * 110)
-        cap.write_text(f"gpu/{p}.csv", gpu_csv(gpu_series(now - M(45), now - S(20), 150, rng, 8, f), uu, 81559,
-                                               na_cells={(30, 4, "power")} if p == pods[0] else set()))
+        cap.gpu_polls(p, uu, now - M(45), now - S(20), 150, f, 81559,
+                      na_cells={(30, 4, "power")} if p == pods[0] else set())
     host = "77aa01c3d9e2"
     for k in range(12):
         task = EASY[k % 4]
@@ -1231,19 +1138,16 @@ def build_ambiguous_silent_trainer(root: Path):
                          verifier_stdout=pytest_stdout(3, [] if good else [("test_output", "AssertionError: 2 paths missing")], 0.2))
         write_trial(cap, spec, trials_dir=f"/app/experiments/{job}/trace_jobs", model="Qwen3-14B", api_base="http://10.0.10.4:8000/v1",
                     task_root="/app/data/tasks/extracted_tasks")
-    cap.expected({
-        "verdict_in": ["NO-KILL"], "job_status_in": ["ALIVE", "UNKNOWN"], "failing_gates": [],
-        "must_not_fail_gates": ["A", "B", "C", "restarts"],
-        "evidence_must_match": ["(?i)(policy_train|trainer|step)"],
-        "why": ("Genuine ambiguity (seed §5 'Default to NO-KILL + escalate on genuine ambiguity'): the trainer's last line is "
-                "\"Started: 'policy_train'\" 40 min ago against a ~15 min step cadence (policy_train usually ~6 min) - "
-                "stale beyond cadence - but there is no hang signature anywhere (no NCCL watchdog, no Ray worker death, no "
-                "traceback), the policy GPUs read 97-100% util at 560-670 W (computing, not an NCCL spin), engines keep "
-                "generating with Waiting ~0 and trials keep completing with non-zero rewards. WEDGED needs 'a real hang "
-                "signature + stale-beyond-cadence logs'; without one this is NO-KILL, low confidence, escalate (expected "
-                "escalate=true), and flip to KILL if a watchdog/worker death appears or the silence passes the 30 min "
-                "watchdog window again."),
-    })
+    cap.expect(verdict=["NO-KILL"], status=["ALIVE", "UNKNOWN"], failing=[], must_not_fail=["A", "B", "C", "restarts"],
+               evidence=["(?i)(policy_train|trainer|step)"],
+               why="Genuine ambiguity (seed §5 'Default to NO-KILL + escalate on genuine ambiguity'): the trainer's last line is "
+                   "\"Started: 'policy_train'\" 40 min ago against a ~15 min step cadence (policy_train usually ~6 min) - "
+                   "stale beyond cadence - but there is no hang signature anywhere (no NCCL watchdog, no Ray worker death, no "
+                   "traceback), the policy GPUs read 97-100% util at 560-670 W (computing, not an NCCL spin), engines keep "
+                   "generating with Waiting ~0 and trials keep completing with non-zero rewards. WEDGED needs 'a real hang "
+                   "signature + stale-beyond-cadence logs'; without one this is NO-KILL, low confidence, escalate (expected "
+                   "escalate=true), and flip to KILL if a watchdog/worker death appears or the silence passes the 30 min "
+                   "watchdog window again.")
 
 
 # ============================================================== 10. SLURM terminal: same config ValueError on both legs
@@ -1257,19 +1161,14 @@ def build_slurm_terminal_config_error(root: Path):
     name = "grpo-q3-14b-dapo"
     cap.capture_json(ids[1], "leonardo", "slurm", now)
     cap.write_text("sacct.txt", "\n".join([
-        "JobID|JobName|State|Start|End|ExitCode|Restarts",
+        SACCT_HEADER,
         f"{ids[0]}|{name}|FAILED|2026-01-22T14:02:11|2026-01-22T14:09:43|1:0|0",
         f"{ids[1]}|{name}|FAILED|2026-01-22T14:10:02|2026-01-22T14:17:29|1:0|0",
         f"{ids[2]}|{name}|CANCELLED by 30112|None|2026-01-22T14:31:07|0:0|0",
     ]) + "\n")
-    cap.write_json("job.json", {
-        "job_id": ids[1],
-        "model": {"name": "Qwen3-14B", "params_b": 14.8, "active_params_b": 14.8, "moe": False, "dtype": "bfloat16"},
-        "hardware": {"gpu": "A100-SXM-64GB", "gpus_per_node": 4, "nodes": 4},
-        "geometry": {"num_inference_engines": 8, "engine_tp": 2, "colocated": True},
-        "new_or_untested": ["rollout.n=5 with micro batch 5 (new batch geometry)"],
-        "max_retries": 1,
-    })
+    cap.job_json(ids[1], model_info("Qwen3-14B", 14.8), ("A100-SXM-64GB", 4, 4),
+                 {"num_inference_engines": 8, "engine_tp": 2, "colocated": True},
+                 max_retries=1, new="rollout.n=5 with micro batch 5 (new batch geometry)")
     for jid, st in ((ids[0], dt("2026-01-22T14:02:11")), (ids[1], dt("2026-01-22T14:10:02"))):
         out, err = Log(), Log()
         out.extend(st + S(5), ["+ srun --nodes=1 --ntasks=1 -w lrdn2201 ray start --head --port=6379 --num-gpus=4 --block &",
@@ -1309,21 +1208,18 @@ def build_slurm_terminal_config_error(root: Path):
         cap.write_text(f"logs/{jid}.err", err.render())
     uu = gpu_uuids(rng, 4)
     end = dt("2026-01-22T14:17:29")
-    cap.write_text("gpu/lrdn2201.csv", gpu_csv(gpu_series(end - M(6), end - S(30), 60, rng, 4,
-                                                         lambda tp, g: (0, 4 + rng.random() * 500, 61 + rng.random() * 4)), uu, 65536,
-                                               na_cells={(2, 1, "power")}))
-    cap.expected({
-        "verdict_in": ["NO-KILL"], "job_status_in": ["TERMINAL"], "failing_gates": ["A"],
-        "must_not_fail_gates": [],
-        "evidence_must_match": ["ValueError[^\\n]{0,200}(micro|batch)"],
-        "next_steps_must_match": ["(?i)(fix|config|batch|relaunch|micro)"],
-        "why": ("Gate A TERMINAL (seed §2 'DEAD / TERMINAL -> there's nothing to kill; report TERMINAL + the root-cause "
-                "traceback + whether it's transient or deterministic'): sacct shows both chain legs FAILED with ExitCode 1:0 and "
-                "the pending successor 'CANCELLED by 30112' with Start None - nothing is running. Both legs' .err carry the same "
-                "Hydra 'Error executing job with overrides' + RayTaskError(ValueError) from verl's _validate_config about the "
-                "micro-batch geometry: deterministic, fix ppo_micro_batch_size_per_gpu / rollout.n before relaunch. NO-KILL "
-                "(nothing to kill); stale GPU polls are expected."),
-    })
+    cap.gpu_polls("lrdn2201", uu, end - M(6), end - S(30), 60,
+                  lambda tp, g: (0, 4 + rng.random() * 500, 61 + rng.random() * 4),
+                  65536, na_cells={(2, 1, "power")})
+    cap.expect(verdict=["NO-KILL"], status=["TERMINAL"], failing=["A"], must_not_fail=[],
+               evidence=["ValueError[^\\n]{0,200}(micro|batch)"],
+               next_steps=["(?i)(fix|config|batch|relaunch|micro)"],
+               why="Gate A TERMINAL (seed §2 'DEAD / TERMINAL -> there's nothing to kill; report TERMINAL + the root-cause "
+                   "traceback + whether it's transient or deterministic'): sacct shows both chain legs FAILED with ExitCode 1:0 and "
+                   "the pending successor 'CANCELLED by 30112' with Start None - nothing is running. Both legs' .err carry the same "
+                   "Hydra 'Error executing job with overrides' + RayTaskError(ValueError) from verl's _validate_config about the "
+                   "micro-batch geometry: deterministic, fix ppo_micro_batch_size_per_gpu / rollout.n before relaunch. NO-KILL "
+                   "(nothing to kill); stale GPU polls are expected.")
 
 
 # ============================================================== 11. all-zero rewards, coherent attempts on hard tasks
@@ -1334,18 +1230,12 @@ def build_hard_tasks_zero_reward_coherent(root: Path):
     rng = cap.rng
     now = dt("2026-06-09T13:25:00")
     job = "rl-q3-8b-tbhard-crusoe"
-    cap.capture_json(job, "crusoe", "kubernetes", now)
-    cap.state_jsonl(state_rows(now - M(70), now - S(30), 60, rng, pods=2))
+    cap.k8s_running(job, "crusoe", now, now - M(70), now - S(30), pods=2)
     pods = [f"{job}-0", f"{job}-1"]
-    cap.write_json("job.json", {
-        "job_id": job,
-        "model": {"name": "Qwen3-8B", "params_b": 8.2, "active_params_b": 8.2, "moe": False, "dtype": "bfloat16"},
-        "hardware": {"gpu": "H100-80GB-SXM", "gpus_per_node": 8, "nodes": 2},
-        "geometry": {"num_inference_engines": 4, "engine_tp": 2, "colocated": False, "policy_pods": pods[:1], "engine_pods": pods[1:]},
-        "rollout": {"n_concurrent_trials": 32, "n_samples_per_prompt": 8, "expected_episode_s": 1800},
-        "expected_step_s": 1500, "new_or_untested": ["first run on the tb-hard systems-debugging split"], "max_retries": 1,
-        "enforce_eager": False,
-    })
+    cap.job_json(job, model_info("Qwen3-8B", 8.2), h100_nodes(2),
+                 {"num_inference_engines": 4, "engine_tp": 2, "colocated": False, "policy_pods": pods[:1], "engine_pods": pods[1:]},
+                 rollout=rollout_info(32, 1800), expected_step_s=1500, max_retries=1, enforce_eager=False,
+                 new="first run on the tb-hard systems-debugging split")
     l0, l1 = Log(), Log()
     P = ray_pfx("skyrl_entrypoint", 3301, "10.3.0.8")
     t = now - M(118)
@@ -1379,8 +1269,8 @@ def build_hard_tasks_zero_reward_coherent(root: Path):
                 return (55 + rng.random() * 40, 70500 + rng.random() * 300, 300 + rng.random() * 220)
             return ((93 + rng.random() * 7, 66000 + rng.random() * 5000, 590 + rng.random() * 90) if rng.random() < 0.3
                     else (rng.random() * 3, 40100 + rng.random() * 200, 112 + rng.random() * 10))
-        cap.write_text(f"gpu/{p}.csv", gpu_csv(gpu_series(now - M(30), now - S(20), 120, rng, 8, f), uu, 81559,
-                                               na_cells={(11, 2, "util")} if p == pods[0] else set()))
+        cap.gpu_polls(p, uu, now - M(30), now - S(20), 120, f, 81559,
+                      na_cells={(11, 2, "util")} if p == pods[0] else set())
     host = "4e8d2a7c1b90"
     for k in range(10):
         task = HARD[k % 3]
@@ -1394,18 +1284,15 @@ def build_hard_tasks_zero_reward_coherent(root: Path):
                          verifier_stdout=hard_verifier(task, rng), completed=st + M(31) < now, host=host)
         write_trial(cap, spec, trials_dir=f"/app/experiments/{job}/trace_jobs", model="Qwen3-8B", api_base="http://10.3.0.8:8000/v1",
                     task_root="/app/data/tasks/tb-hard", agent_timeout=1800.0, verifier_timeout=300.0)
-    cap.expected({
-        "verdict_in": ["NO-KILL"], "job_status_in": ["ALIVE"], "failing_gates": [],
-        "must_not_fail_gates": ["A", "B", "C", "restarts"],
-        "evidence_must_match": ["(?i)reward"],
-        "why": ("All-zero rewards with coherent agents (seed §4: 'Agent output is COHERENT but wrong / runs out of turns => tasks "
-                "genuinely hard or the harness/verifier mis-set - NOT necessarily a kill'; Gate C PASS includes 'coherent "
-                "multi-turn attempts on genuinely-hard tasks even at low pass-rate'): every finished trial on the tb-hard split "
-                "scores 0, but each runs 8-16 sensible turns (reading code, running the failing test, editing, re-running), the "
-                "verifier returns real pytest results (2 failed / 9 passed with concrete assertion messages) and AgentTimeoutError "
-                "trials are passthrough with a verifier reward. Engines and trainer are healthy. NO-KILL; watch for the first "
-                "non-zero reward and consider an easier curriculum mix."),
-    })
+    cap.expect(verdict=["NO-KILL"], status=["ALIVE"], failing=[], must_not_fail=["A", "B", "C", "restarts"],
+               evidence=["(?i)reward"],
+               why="All-zero rewards with coherent agents (seed §4: 'Agent output is COHERENT but wrong / runs out of turns => tasks "
+                   "genuinely hard or the harness/verifier mis-set - NOT necessarily a kill'; Gate C PASS includes 'coherent "
+                   "multi-turn attempts on genuinely-hard tasks even at low pass-rate'): every finished trial on the tb-hard split "
+                   "scores 0, but each runs 8-16 sensible turns (reading code, running the failing test, editing, re-running), the "
+                   "verifier returns real pytest results (2 failed / 9 passed with concrete assertion messages) and AgentTimeoutError "
+                   "trials are passthrough with a verifier reward. Engines and trainer are healthy. NO-KILL; watch for the first "
+                   "non-zero reward and consider an easier curriculum mix.")
 
 
 # ============================================================== 12. verifier timeouts everywhere
@@ -1417,18 +1304,11 @@ def build_verifier_timeouts_everywhere(root: Path):
     now = dt("2026-07-07T11:02:00")
     jid = "1893355"
     start = now - M(105)
-    cap.capture_json(jid, "jean-zay-h100", "slurm", now)
-    cap.write_text("sacct.txt", "JobID|JobName|State|Start|End|ExitCode|Restarts\n"
-                   f"{jid}|rl-q3-8b-pym2t-jz|RUNNING|{start.strftime('%Y-%m-%dT%H:%M:%S')}|Unknown|0:0|0\n")
-    cap.write_json("job.json", {
-        "job_id": jid,
-        "model": {"name": "Qwen3-8B", "params_b": 8.2, "active_params_b": 8.2, "moe": False, "dtype": "bfloat16"},
-        "hardware": {"gpu": "H100-80GB-SXM", "gpus_per_node": 4, "nodes": 4},
-        "geometry": {"num_inference_engines": 4, "engine_tp": 2, "colocated": False},
-        "rollout": {"n_concurrent_trials": 32, "n_samples_per_prompt": 8, "expected_episode_s": 900},
-        "expected_step_s": 900, "new_or_untested": ["new verifier image (pytest-xdist) for pymethods2test v4"], "max_retries": 1,
-        "enforce_eager": False,
-    })
+    cap.slurm_running(jid, "rl-q3-8b-pym2t-jz", "jean-zay-h100", now, start)
+    cap.job_json(jid, model_info("Qwen3-8B", 8.2), ("H100-80GB-SXM", 4, 4),
+                 {"num_inference_engines": 4, "engine_tp": 2, "colocated": False},
+                 rollout=rollout_info(32, 900), expected_step_s=900, max_retries=1, enforce_eager=False,
+                 new="new verifier image (pytest-xdist) for pymethods2test v4")
     out = Log()
     P = ray_pfx("skyrl_entrypoint", 201877, "10.148.8.12")
     t = start + M(9)
@@ -1468,8 +1348,7 @@ def build_verifier_timeouts_everywhere(root: Path):
                 return (35 + rng.random() * 50, 70300 + rng.random() * 300, 220 + rng.random() * 250)
             return ((90 + rng.random() * 9, 63000 + rng.random() * 6000, 560 + rng.random() * 100) if rng.random() < 0.35
                     else (rng.random() * 3, 40200 + rng.random() * 200, 110 + rng.random() * 10))
-        cap.write_text(f"gpu/{n}.csv", gpu_csv(gpu_series(now - M(30), now - S(20), 120, rng, 4, f), uu, 81559,
-                                               na_cells={(6, 3, "power")}))
+        cap.gpu_polls(n, uu, now - M(30), now - S(20), 120, f, 81559, na_cells={(6, 3, "power")})
     host = "9a0e4f2c7d13"
     for k in range(12):
         task = EASY[3] if k % 3 else EASY[1]
@@ -1482,19 +1361,16 @@ def build_verifier_timeouts_everywhere(root: Path):
         write_trial(cap, spec, trials_dir=f"/lustre/fswork/projects/rech/rl/trace_jobs/{jid}", model="Qwen3-8B",
                     api_base="http://10.148.8.12:8000/v1", task_root="/lustre/fswork/projects/rech/rl/tasks/pym2t-v4",
                     verifier_timeout=180.0)
-    cap.expected({
-        "verdict_in": ["KILL"], "job_status_in": ["ALIVE"], "failing_gates": ["C"],
-        "must_not_fail_gates": ["restarts"],
-        "evidence_must_match": ["VerifierTimeoutError"],
-        "next_steps_must_match": ["(?i)(verifier|test\\.sh|timeout)"],
-        "why": ("Gate C verifier fault (seed §4 'A verifier that never returns a real score => no learning signal even with good "
-                "generations'; verdict rule 'a verifier/infra path that yields zero learning signal with no transient "
-                "explanation -> lean KILL'): every finished trial's result.json has exception_type VerifierTimeoutError "
-                "('Verifier execution timed out after 180.0 seconds', verifier_result null) although the agents ran coherent "
-                "turns and marked the task complete; every group logs 'Exception breakdown: {'VerifierTimeoutError': 8}' / "
-                "'Batch generation complete: 0/8 successful'. Steps train on all-zero rewards. KILL; fix the new verifier "
-                "image / raise verifier_override_timeout_sec, then relaunch."),
-    })
+    cap.expect(verdict=["KILL"], status=["ALIVE"], failing=["C"], must_not_fail=["restarts"],
+               evidence=["VerifierTimeoutError"],
+               next_steps=["(?i)(verifier|test\\.sh|timeout)"],
+               why="Gate C verifier fault (seed §4 'A verifier that never returns a real score => no learning signal even with good "
+                   "generations'; verdict rule 'a verifier/infra path that yields zero learning signal with no transient "
+                   "explanation -> lean KILL'): every finished trial's result.json has exception_type VerifierTimeoutError "
+                   "('Verifier execution timed out after 180.0 seconds', verifier_result null) although the agents ran coherent "
+                   "turns and marked the task complete; every group logs 'Exception breakdown: {'VerifierTimeoutError': 8}' / "
+                   "'Batch generation complete: 0/8 successful'. Steps train on all-zero rewards. KILL; fix the new verifier "
+                   "image / raise verifier_override_timeout_sec, then relaunch.")
 
 
 BUILDERS = {f.__name__.removeprefix("build_"): f for f in [
@@ -1505,13 +1381,5 @@ BUILDERS = {f.__name__.removeprefix("build_"): f for f in [
 ]}
 
 
-def main(argv: list[str]) -> None:
-    names = argv or list(BUILDERS)
-    for n in names:
-        BUILDERS[n](ROOT)
-        size = sum(p.stat().st_size for p in (ROOT / n / "capture").rglob("*") if p.is_file())
-        print(f"{n}: {size / 1024:.0f} KB")
-
-
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run_builders(BUILDERS, ROOT, sys.argv[1:])
