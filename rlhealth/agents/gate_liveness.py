@@ -15,8 +15,9 @@ from rlhealth.agents.context import Context
 from rlhealth.agents.failures import TRANSIENT_CLASSES, failure_class_of
 from rlhealth.agents.gate_resources import collective_spin, spin_evidence
 from rlhealth.agents.reasons import Code, Culprit, GateResult, RestartResult
+from rlhealth.agents.render import age
 from rlhealth.agents.rootcause import culprit_for, root_cause
-from rlhealth.agents.state import Ev, JobHealth, SignalStat
+from rlhealth.agents.state import Ev, SignalStat
 
 # Death lines too broad to call a wedge on their own (a caught exception is logged in healthy runs).
 _TAIL_EXCLUDED = frozenset({"python_exception"})
@@ -134,7 +135,7 @@ def gate_a(ctx: Context, restarts: RestartResult) -> GateResult:
         g.facts["earlier"] = names
         g.watch.append(("recurrence", {"names": names}))
     g.evidence.append(Ev(tr.last_progress_ts, tr.last_progress_source or "trainer",
-                         f"trainer step progress {_age(ctx.trainer_since_s or 0)} ago: {tr.last_progress_text[:300]}"))
+                         f"trainer step progress {age(ctx.trainer_since_s or 0)} ago: {tr.last_progress_text[:300]}"))
     g.watch.append(("trainer_silence", {"threshold_s": ctx.stale_threshold_s}))
     return g
 
@@ -181,8 +182,8 @@ def _wedged(ctx: Context, g: GateResult, hang: list[tuple[str, SignalStat]],
         g.facts["spin"] = spin
         g.evidence.extend(spin_evidence(ctx, spin))
     g.evidence.append(Ev(tr.last_progress_ts, tr.last_progress_source or "trainer",
-                         f"trainer last progress {_age(ctx.trainer_since_s or 0)} before now (stale, "
-                         f"cadence ~{_age(ctx.cadence_s or 0)}): {tr.last_progress_text[:300]}"))
+                         f"trainer last progress {age(ctx.trainer_since_s or 0)} before now (stale, "
+                         f"cadence ~{age(ctx.cadence_s or 0)}): {tr.last_progress_text[:300]}"))
     if hang or deaths:
         lead = (hang or deaths)[0]
         g.culprit = culprit_for(ctx, lead[1], ctx.catalog.decl(lead[0]))
@@ -342,10 +343,3 @@ def short(text: str, n: int = 140) -> str:
     return text[:n]
 
 
-def _age(seconds: float) -> str:
-    from rlhealth.agents.render import age
-
-    return age(seconds)
-
-
-__all__ = ["gate_a", "policy_gpus_idle", "freshness_facts", "short", "JobHealth"]

@@ -12,7 +12,6 @@ import statistics
 
 from rlhealth.agents import roles
 from rlhealth.agents.context import Context, EngineBucket
-from rlhealth.agents.failures import failure_class_of
 from rlhealth.agents.reasons import Code, Culprit, GateResult
 from rlhealth.agents.rootcause import causal_traceback, culprit_for, hardware_node
 from rlhealth.agents.state import Ev, JobHealth
@@ -423,4 +422,3 @@ def engine_evidence(state: JobHealth, g: GateResult, engine_ids: list[str]) -> N
                                             f"(1-min mean of {s[6]} stats lines)"))
 
 
-__all__ = ["gate_b", "collective_spin", "fail_slow", "failure_class_of"]
