@@ -23,6 +23,7 @@ class Context:
     cadence_s: float | None
     cadence_source: str
     trainer_stale: bool
+    trainer_late: bool  # past its cadence, not yet stale: enough with a hang line, else an escalation
     trainer_since_s: float | None
     stale_threshold_s: float
     open_phase: tuple[str, float, float | None] | None  # (name, running for s, longest seen s)
@@ -72,6 +73,8 @@ def build_context(state: JobHealth, now_dt: datetime, table: ThroughputTable, ca
         name, started = max(tr.open_timers.items(), key=lambda kv: kv[1])
         # The innermost (latest-started) open timer is what the trainer is doing now.
         open_phase = (name, now - started, tr.phase_max_s.get(name))
+    late = bool(since is not None and cadence
+                and since > max(t.late_cadence_factor * cadence, cadence + t.late_cadence_margin_s))
     stale = False
     if since is not None:
         stale = since > threshold
@@ -109,8 +112,8 @@ def build_context(state: JobHealth, now_dt: datetime, table: ThroughputTable, ca
     hardware = spec.get("hardware") or {}
     active = model.get("active_params_b") or model.get("params_b")
     floor = table.floor(active, hardware.get("gpu"))
-    return Context(now, state, catalog, t, cadence, source, stale, since, threshold, open_phase, sc.attempt,
-                   fatal_tb, engines_recent, engines_generating, latest_engine_ts, floor, spec, terminal,
+    return Context(now, state, catalog, t, cadence, source, stale, late or stale, since, threshold, open_phase,
+                   sc.attempt, fatal_tb, engines_recent, engines_generating, latest_engine_ts, floor, spec, terminal,
                    blindness(state, now, t))
 
 

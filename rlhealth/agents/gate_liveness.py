@@ -56,7 +56,16 @@ def gate_a(ctx: Context, restarts: RestartResult) -> GateResult:
         family = {"cuda_oom": "oom_log", "host_oom": "oom_log",
                   "nccl_hang": "hang_log"}.get(tb.failure_class, "fatal_log")
         g.add(Code.FATAL_TB_LINE, family, exc=tb.exc_type)
-        g.add(Code.TRAINER_FROZEN, "progress_stall", since_s=ctx.trainer_since_s)
+        since = None if tb.ts is None else now - tb.ts
+        retries_left = restarts.max is None or restarts.burned is None or restarts.burned < restarts.max
+        waiting_on_retry = tb.failure_class in TRANSIENT_CLASSES and retries_left
+        # The silence after the traceback is the second family only once it has lasted: seconds after a
+        # crash the process may still be exiting and the retry wrapper restarting it.
+        if since is not None and since >= t.fatal_silence_s and not waiting_on_retry:
+            g.add(Code.TRAINER_FROZEN, "progress_stall", since_s=ctx.trainer_since_s)
+        else:
+            g.escalate = True
+            g.watch.append(("retry_or_silence", {"transient": waiting_on_retry, "after_s": t.fatal_silence_s}))
         g.evidence.append(Ev(tb.ts, tb.stream, tb.text, "traceback"))
         g.cause, g.cause_detail = tb.failure_class, f"{tb.exc_type}: {tb.message}"
         g.culprit = Culprit(tb.role, tb.stream, why="fatal traceback")
@@ -94,15 +103,18 @@ def gate_a(ctx: Context, restarts: RestartResult) -> GateResult:
     hang_recent = [(n, s) for n, s in hang if cutoff is None or (s.last_ts or 0) >= cutoff]
     death_recent = [(n, s) for n, s in deaths if cutoff is None or (s.last_ts or 0) >= cutoff]
 
-    spin = collective_spin(ctx) if ctx.trainer_stale else None
-    if ctx.trainer_stale and (hang_recent or death_recent or spin):
+    spin = collective_spin(ctx) if ctx.trainer_late else None
+    # A hang line (or spinning GPUs) after the last step needs the trainer only late, not yet stale.
+    hang_after = [(n, st) for n, st in hang_recent if tr.last_progress_ts is not None
+                  and (st.last_ts or 0.0) > tr.last_progress_ts]
+    if (ctx.trainer_stale and (hang_recent or death_recent or spin)) or (ctx.trainer_late and (hang_after or spin)):
         return _wedged(ctx, g, hang_recent, death_recent, spin)
 
     tail = _failing_tail(ctx, hang_recent + death_recent)
     if tail is not None:
         return tail
 
-    if ctx.trainer_stale:
+    if ctx.trainer_late:
         g.status, g.job_status, g.escalate, g.code = "UNKNOWN", "ALIVE", True, Code.TRAINER_STALE
         g.facts.update(since_s=ctx.trainer_since_s, cadence_s=ctx.cadence_s, cadence_source=ctx.cadence_source)
         g.watch.append(("hang_signature", {}))

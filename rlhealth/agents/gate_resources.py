@@ -300,6 +300,12 @@ def resident_idle_engines(ctx: Context) -> list[tuple[str, Ev]]:
     if not ctx.engines_generating or state.trainer.in_weight_sync_since is not None:
         return []
     hosts_with_stats = {eng.host for eng in state.engines.values() if eng.host}
+    if any(not state.engines[eid].host for eid in ctx.engines_recent if eid in state.engines):
+        # Some engines' hosts are unknown, so no GPU host can be shown statless; only a count short of
+        # the declared engines can say one is missing.
+        expected = (ctx.spec.get("geometry") or {}).get("num_inference_engines")
+        if not expected or len(ctx.engines_recent) >= expected:
+            return []
     out = []
     for host, gh in sorted(state.gpus.items()):
         if gh.role not in ("engine", "mixed") or len(gh.polls) < t.gpu_idle_polls + 1:

@@ -202,6 +202,13 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
         if pk is None:
             pk = peeled[m.index] = peel_stripped(text)
         dt = explicit_ts[m.index] if explicit_ts is not None else None
+        if dt is None and explicit_ts is not None:
+            # An unstamped line (traceback body, tqdm bar) takes the shipper's time of the nearest line
+            # before it: the shipper's (or a replay's rebased) times win over the text, as for freshness.
+            for j in range(m.index - 1, max(m.index - TIME_LOOKBACK_LINES, -1), -1):
+                if explicit_ts[j] is not None:
+                    dt = explicit_ts[j]
+                    break
         if dt is None:
             if m.index not in memo:
                 memo[m.index] = timestamp_of_peeled(pk[1], pk[2], now)  # == line_timestamp(lines[m.index], now)

@@ -318,6 +318,10 @@ _WATCH: dict[str, Any] = {
     "hang_signature": lambda f: ("an NCCL watchdog line (fires ~30 min into a hung collective), a Ray worker death, "
                                  "GPUs at full util on idle power, or the step counter moving again"),
     "first_step": lambda f: "the first training step",
+    "retry_or_silence": lambda f: (("the retry wrapper restarting the attempt (the failure looks transient); "
+                                    "the same failure again or no restart → KILL") if f["transient"] else
+                                   f"the trainer restarting or staying dead: {age(f['after_s'])} of silence after "
+                                   f"the traceback → WEDGED, KILL"),
     "recurrence": lambda f: f"recurrence of {', '.join(f['names'])}",
     "trainer_silence": lambda f: (f"trainer progress going silent beyond ~{age(f['threshold_s'])} together with an "
                                   "NCCL watchdog or Ray worker death (→ WEDGED, KILL)"),

@@ -22,9 +22,12 @@ class Thresholds:
     stale_cadence_margin_s: float = 900.0
     stale_min_s: float = 1200.0
     stale_unknown_cadence_s: float = 3600.0  # no cadence learned or declared
+    late_cadence_factor: float = 1.5         # late = silent > max(1.5 x cadence, cadence + 300 s): escalate,
+    late_cadence_margin_s: float = 300.0     # and with a hang line after the last step, a wedge
     phase_overrun_factor: float = 3.0        # an open phase beyond 3 x its longest finished run ...
     phase_overrun_margin_s: float = 900.0    # ... and this much more is stale even inside a long step
     fatal_progress_grace_s: float = 30.0     # progress this soon after a fatal traceback does not count
+    fatal_silence_s: float = 300.0           # a fatal traceback, then no restart or progress for this long
     hang_before_progress_s: float = 60.0     # a hang line this long before the last progress is recovered
     logs_not_fresh_s: float = 1800.0         # no progress format and nothing logged for this long
     # --- the failing tail (a fatal/hang line followed by silence from that role)
@@ -55,7 +58,7 @@ class Thresholds:
     spin_util_pct: float = 90.0              # collectives spinning: util pinned high ...
     spin_power_ratio: float = 0.3            # ... at under 30 % of the card's power limit ...
     spin_power_w: float = 200.0              # ... (or under 200 W when the limit is unknown) ...
-    spin_min_s: float = 1200.0               # ... across polls spanning at least this long, no step since
+    spin_min_s: float = 600.0                # ... across polls spanning at least this long, no step since
     # --- fail-slow and training dynamics
     slow_ratio: float = 0.75                 # 25 % down against the job's own median
     grad_explosion_ratio: float = 10.0

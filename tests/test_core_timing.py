@@ -1,0 +1,71 @@
+"""When the core may call a death or a hang: not seconds after a traceback, not on text times a replay
+rebased, and earlier when a hang line follows the last step. Explicit clocks, no I/O."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlhealth.runtime import build_core
+from rlhealth.schemas import LogBatch, Source
+from tests.corekit import Job, at, c10_ts, loguru_ts
+
+P = "(skyrl_entrypoint pid=3716, ip=10.0.3.95)"
+
+
+@pytest.fixture(scope="module")
+def core():
+    return build_core()
+
+
+def _crash(job: Job, minute: float, exc: str) -> None:
+    t = at(minute)
+    job.log(minute, [f"{P} {loguru_ts(t)} | ERROR    | skyrl_train.entrypoints.main_base:main:92 - Error executing job",
+                     "Traceback (most recent call last):",
+                     '  File "/app/skyrl_train/entrypoints/main_base.py", line 90, in main',
+                     exc])
+
+
+def test_seconds_after_a_fatal_traceback_it_is_not_yet_a_kill(core) -> None:
+    job = Job(core).spec().states(0, 61, every=1)
+    job.steps(0, 60)
+    _crash(job, 60.5, "ValueError: micro batch size must divide the mini batch")
+    early = job.judge(60.7)
+    assert early.verdict == "NO-KILL" and early.escalate and early.gates.A.codes[0] == "A.fatal_traceback_no_progress"
+    late = Job(core).spec().states(0, 75, every=1)
+    late.steps(0, 60)
+    _crash(late, 60.5, "ValueError: micro batch size must divide the mini batch")
+    v = late.judge(75)
+    assert v.verdict == "KILL" and "progress_stall" in v.gates.A.families
+
+
+def test_a_transient_failure_with_retries_left_waits_for_the_retry(core) -> None:
+    job = Job(core).spec(max_retries=2).states(0, 75, every=1)
+    job.steps(0, 60)
+    _crash(job, 60.5, "huggingface_hub.errors.HfHubHTTPError: 503 Server Error: Service Unavailable for url")
+    v = job.judge(75)
+    assert v.verdict == "NO-KILL" and v.escalate
+
+
+def test_an_unstamped_line_takes_the_shippers_time_not_an_older_text_stamp(core) -> None:
+    """A replay rebases `ts` but not the text: the traceback body must not land months in the past."""
+    state = core.new_state("job-1")
+    old_text = "[rank0]:[E0214 02:07:08.412711032 ProcessGroupNCCL.cpp:1664] stamped line"
+    lines = [old_text, "[PG 0 Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, "
+                       "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600123 milliseconds "
+                       "before timing out."]
+    batch = LogBatch(job_id="job-1", event_time=at(30), lines=lines, source=Source(stream="logs/rank0.log"),
+                     ts=[at(29), None])
+    state, _ = core.step(state, batch, at(31))
+    stat = state.signals["nccl_watchdog_timeout"]
+    assert stat.last_ts == at(29).timestamp()
+
+
+def test_a_hang_line_after_the_last_step_needs_only_a_late_trainer(core) -> None:
+    job = Job(core).spec(expected_step_s=600).states(0, 100, every=1)
+    job.steps(0, 60, step_min=10)
+    t = at(75)
+    job.log(75, [f"[rank0]:[E{c10_ts(t)} ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation "
+                 f"timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran "
+                 f"for 600021 milliseconds before timing out."])
+    v = job.judge(77)  # 17 min after the last step: late (> 1.5 x 10 min), not yet stale (20 min)
+    assert (v.verdict, v.job_status) == ("KILL", "WEDGED")
