@@ -49,7 +49,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -128,6 +128,7 @@ class Embedded:
     kills_seen: int = 0  # judgements with KILL over the whole fold
     start: datetime | None = None
     captured_at: datetime | None = None
+    fold_final: Verdict | None = None  # the fold's judgement at captured_at (checked against the probe)
 
     @property
     def ttd_s(self) -> float | None:
@@ -166,6 +167,7 @@ def time_sliced(events: Iterable[EventBase], window_s: float, ref: datetime) -> 
     so a quiet log (one step line every 10 minutes) puts hours of lines into one batch that only
     "exists" at its end. Lines without a stamp (traceback bodies) stay with the stamped line before
     them; each piece carries the parsed stamps in `ts` and a per-stream non-decreasing event time."""
+    from rlhealth.agents.ingest import TIME_LOOKBACK_LINES
     from rlhealth.agents.normalize import line_timestamp
     from rlhealth.schemas import LogBatch
 
@@ -177,10 +179,21 @@ def time_sliced(events: Iterable[EventBase], window_s: float, ref: datetime) -> 
             continue
         stream = (ev.source.stream or "") if ev.source else ""
         old = ev.ts or [None] * len(ev.lines)
-        stamps = [t if t is not None else (line_timestamp(x, ref) if x else None) for t, x in zip(old, ev.lines)]
+        own = [t if t is not None else (line_timestamp(x, ref) if x else None) for t, x in zip(old, ev.lines)]
+        # a line without a stamp of its own takes the nearest earlier stamp within the core's lookback, as
+        # the core's ingest does from the text (it reads the text, not `ts`, of earlier lines: see
+        # the report of issue #11; without this a rebased replay dates such lines by their un-moved text)
+        stamps: list[datetime | None] = []
+        last_i = -1
+        for i, t in enumerate(own):
+            if t is not None:
+                last_i = i
+                stamps.append(t)
+            else:
+                stamps.append(own[last_i] if last_i >= 0 and i - last_i < TIME_LOOKBACK_LINES else None)
         cuts = [0]
         win = None
-        for i, t in enumerate(stamps):
+        for i, t in enumerate(own):
             if t is None:
                 continue
             w = int(t.timestamp() // window_s)
@@ -189,7 +202,7 @@ def time_sliced(events: Iterable[EventBase], window_s: float, ref: datetime) -> 
             win = w if win is None else max(win, w)
         cuts.append(len(ev.lines))
         for a, b in zip(cuts, cuts[1:]):
-            known = [t for t in stamps[a:b] if t is not None]
+            known = [t for t in own[a:b] if t is not None]
             t_end = max(known) if known else ev.event_time
             prev = last_of_stream.get(stream)
             if prev is not None and t_end < prev:
@@ -229,6 +242,7 @@ def fold_capture(core: HealthCore, events: list[EventBase], captured_at: datetim
 
     def judge(at: datetime) -> None:
         v = core.judge(state, at)
+        res.fold_final = v
         res.judgements += 1
         if v.verdict == "KILL":
             res.kills_seen += 1
@@ -281,6 +295,10 @@ def run_embedded(core: HealthCore, case: Case, step_s: float, slice_s: float
     pr = probe(case.capture, core)
     res.verdict = pr.verdict
     res.problems = check_expected(pr.verdict, case.expected)
+    if res.fold_final is not None and not res.fold_final.same_call(pr.verdict):
+        print(f"  note: {case.name}: the fold's call at captured_at ({res.fold_final.verdict}, "
+              f"{res.fold_final.job_status}) differs from the probe's ({pr.verdict.verdict}, {pr.verdict.job_status})",
+              flush=True)
     return events, res
 
 
@@ -335,6 +353,8 @@ class Streamed:
     alarm_verdict: Verdict | None = None
     lag_s: float | None = None
     censored: bool = False  # no alarm within the wait
+    catchup_alarms: int = 0  # alarming verdicts published while the backlog was being folded
+    timeline: list[dict] = field(default_factory=list)  # timed replay: every verdict, in capture time
 
 
 class WorkerProc:
@@ -426,9 +446,11 @@ def _job_events(events: Iterable[EventBase], job_id: str) -> Iterator[EventBase]
         yield ev.model_copy(update={"job_id": job_id})
 
 
-async def _produce_timed(bootstrap: str, catalog, plans: list[tuple[str, list[tuple[float, EventBase]]]],
-                         done: dict[str, threading.Event], deadline_wall: dict[str, float]) -> int:
-    """Produce every plan's (wall time, event) at its wall time, a case until its alarm is seen."""
+async def _produce(bootstrap: str, catalog, items: list[tuple[float, str, EventBase]],
+                   done: dict[str, threading.Event] | None = None,
+                   deadline_wall: dict[str, float] | None = None, paced: bool = False) -> int:
+    """Produce (wall time, job, event) items in order; `paced`: each at its wall time, a job only
+    until its alarm was seen (`done`) or its deadline passed."""
     import asyncio
 
     from aiokafka import AIOKafkaProducer
@@ -440,17 +462,17 @@ async def _produce_timed(bootstrap: str, catalog, plans: list[tuple[str, list[tu
     await producer.start()
     sent = 0
     try:
-        merged = sorted(((w, i, name, ev) for name, plan in plans for i, (w, ev) in enumerate(plan)),
-                        key=lambda x: (x[0], x[1]))
-        for wall, _i, name, ev in merged:
-            if done[name].is_set() or wall > deadline_wall[name]:
-                continue
-            wait = wall - time.time()
-            if wait > 0:
-                await producer.flush()
-                await asyncio.sleep(wait)
+        for wall, job, ev in items:
+            if paced:
+                assert done is not None and deadline_wall is not None
+                if done[job].is_set() or wall > deadline_wall[job]:
+                    continue
+                wait = wall - time.time()
+                if wait > 0:
+                    await producer.flush()
+                    await asyncio.sleep(wait)
             await producer.send(catalog.topic_for_kind(ev.kind), encode(ev),  # type: ignore[attr-defined]
-                                key=job_key(ev.job_id))  # type: ignore[attr-defined]
+                                key=job_key(job))
             sent += 1
         await producer.flush()
     finally:
@@ -459,7 +481,8 @@ async def _produce_timed(bootstrap: str, catalog, plans: list[tuple[str, list[tu
 
 
 def run_streaming(bootstrap: str, cases: list[Case], runs: dict[str, tuple[list[EventBase], Embedded]],
-                  *, partitions: int, lead: float, wait: float, settle: float) -> dict[str, Streamed]:
+                  *, partitions: int, lead: float, wait: float, settle: float, backlog_s: float
+                  ) -> dict[str, Streamed]:
     """Both replays of every case through one real worker; returns what the verdict topic showed."""
     import asyncio
 
@@ -499,31 +522,48 @@ def run_streaming(bootstrap: str, cases: list[Case], runs: dict[str, tuple[list[
                 v = vs[-1].model_copy(update={"job_id": runs[c.name][1].verdict.job_id})
                 out[c.name].final = v
                 out[c.name].final_problems = check_expected(v, c.expected)
-        # 2. timed: the embedded alarm lands `lead` s after the anchor; the backlog goes out at once
+        # 2. timed: the embedded alarm lands `lead` s after the anchor, `backlog_s` from now. What lies
+        # before the anchor goes out at once as a backlog; the worker folds it (in no set order across
+        # topics: logs, GPU polls, state) before the anchor, so it briefly holds events ahead of its
+        # clock. Verdicts published before the anchor are not used (alarms among them are counted);
+        # the call standing at the anchor counts from the anchor. From the anchor on, real time.
         timed = [c for c in cases if runs[c.name][1].alarm is not None]
-        anchor = time.time() + 15.0
-        plans: list[tuple[str, list[tuple[float, EventBase]]]] = []
+        anchor = time.time() + backlog_s
+        backlog: list[tuple[float, str, EventBase]] = []
+        live: list[tuple[float, str, EventBase]] = []
         flags: dict[str, threading.Event] = {}
         deadline_wall: dict[str, float] = {}
-        for c in timed:
+        for k, c in enumerate(timed):
             events, emb = runs[c.name]
             assert emb.alarm is not None
-            shift = anchor + lead - emb.alarm.time.timestamp()
+            # alarms 1.7 s apart: each case meets the worker's 10 s tick at another phase
+            shift = anchor + lead + 1.7 * k - emb.alarm.time.timestamp()
             out[c.name].shift_s = shift
             delta = timedelta(seconds=shift)
             job = f"{c.name}.timed.{run_id}"
-            plan = []
             for ev in _job_events(events, job):
                 moved = rebase_event(ev, lambda t, d=delta: t + d)
-                plan.append((max(moved.event_time.timestamp(), 0.0), moved))  # type: ignore[attr-defined]
-            plans.append((job, plan))
+                wall = moved.event_time.timestamp()  # type: ignore[attr-defined]
+                (backlog if wall <= anchor or moved.kind == "job_spec" else live).append(  # type: ignore[attr-defined]
+                    (wall, job, moved))
             flags[job] = threading.Event()
-            deadline_wall[job] = anchor + lead + wait
-        print(f"stream: timed replays of {len(timed)} cases, alarm {lead:.0f}s after the backlog, "
-              f"waiting up to {wait:.0f}s past it", flush=True)
+            deadline_wall[job] = anchor + lead + 1.7 * k + wait
+        backlog.sort(key=lambda x: x[0])
+        live.sort(key=lambda x: x[0])
+        print(f"stream: timed replays of {len(timed)} cases: {len(backlog)} backlog events, then {len(live)} "
+              f"at real time; alarm {lead:.0f}s after the backlog, waiting up to {wait:.0f}s past it", flush=True)
+        before = worker.total("rlhealth_events_processed_total") + worker.total("rlhealth_events_failed_total")
+        asyncio.run(_produce(bootstrap, catalog, backlog))
+        worker.wait_processed(before + len(backlog), timeout=max(backlog_s, 30.0))
+        ready = time.time()
+        if ready > anchor:
+            print(f"stream: WARNING the backlog was folded {ready - anchor:.1f}s after the anchor", flush=True)
 
         def watch() -> None:
-            while not all(f.is_set() for f in flags.values()) and time.time() < max(deadline_wall.values(), default=0):
+            end = max(deadline_wall.values(), default=0) + 5
+            while time.time() < anchor + 2.0:  # every verdict published before the anchor has been read
+                time.sleep(0.1)
+            while not all(f.is_set() for f in flags.values()) and time.time() < end:
                 for c in timed:
                     job = f"{c.name}.timed.{run_id}"
                     if flags[job].is_set():
@@ -531,24 +571,42 @@ def run_streaming(bootstrap: str, cases: list[Case], runs: dict[str, tuple[list[
                     emb = runs[c.name][1]
                     res = out[c.name]
                     assert res.shift_s is not None and emb.causal is not None and emb.alarm is not None
-                    for v in vlog.verdicts(job):
-                        at = v.produced_at - timedelta(seconds=res.shift_s)
-                        if _alarming(v) and at >= emb.causal:
-                            res.alarm_capture_time, res.alarm_verdict = at, v
-                            res.lag_s = (at - emb.alarm.time).total_seconds()
+                    shift = timedelta(seconds=res.shift_s)
+                    vs = vlog.verdicts(job)
+                    # until the anchor the worker holds events from up to `backlog_s` ahead of its clock;
+                    # the call standing at the anchor counts from the anchor, later ones when published
+                    early = [v for v in vs if v.produced_at.timestamp() < anchor]
+                    res.catchup_alarms = sum(1 for v in early if _alarming(v))
+                    for v in early[-1:] + [v for v in vs if v.produced_at.timestamp() >= anchor]:
+                        at = max(v.produced_at.timestamp(), anchor)
+                        cap_t = datetime.fromtimestamp(at, UTC) - shift
+                        if _alarming(v) and cap_t >= emb.causal:
+                            res.alarm_capture_time, res.alarm_verdict = cap_t, v
+                            res.lag_s = (cap_t - emb.alarm.time).total_seconds()
                             flags[job].set()
                             break
                 time.sleep(0.2)
 
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
-        sent = asyncio.run(_produce_timed(bootstrap, catalog, plans, flags, deadline_wall))
-        watcher.join(timeout=wait + lead + 60)
+        sent = asyncio.run(_produce(bootstrap, catalog, live, flags, deadline_wall, paced=True))
+        watcher.join(timeout=wait + lead + 1.7 * len(timed) + backlog_s + 60)
         for c in timed:
-            if out[c.name].lag_s is None:
-                out[c.name].censored = True
-        print(f"stream: timed replays sent {sent} events; {sum(f.is_set() for f in flags.values())}/{len(flags)} "
-              f"alarms seen", flush=True)
+            res = out[c.name]
+            if res.lag_s is None:
+                res.censored = True
+            alarm_t = runs[c.name][1].alarm.time  # type: ignore[union-attr]
+            for v in vlog.verdicts(f"{c.name}.timed.{run_id}"):
+                cap_t = v.produced_at - timedelta(seconds=res.shift_s or 0.0)
+                res.timeline.append({"s_from_embedded_alarm": round((cap_t - alarm_t).total_seconds(), 1),
+                                     "before_anchor": v.produced_at.timestamp() < anchor,
+                                     "call": [v.verdict, v.escalate, v.job_status, v.gates.A.status,
+                                              v.gates.B.status, v.gates.C.status],
+                                     "codes": v.gates.A.codes[:3] + v.gates.B.codes[:3]})
+        print(f"stream: timed replays sent {len(backlog) + sent} events; "
+              f"{sum(f.is_set() for f in flags.values())}/{len(flags)} alarms seen; "
+              f"{sum(1 for c in timed if out[c.name].catchup_alarms)} jobs had an alarm while the worker "
+              f"caught up on their backlog", flush=True)
         vlog.stop.set()
     finally:
         worker.stop()
@@ -604,15 +662,17 @@ def kill_scores(cases: list[Case], got: dict[str, str | None]) -> tuple[int, int
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--step", type=float, default=60.0, help="judge every STEP seconds of event time")
+    ap.add_argument("--step", type=float, default=10.0, help="judge every STEP seconds of event time")
     ap.add_argument("--slice", type=float, default=10.0,
                     help="cut log batches where their lines cross a SLICE-second boundary (a live shipper's batches)")
     ap.add_argument("--only", nargs="*", default=(), help="only these scenario names")
     ap.add_argument("--no-stream", action="store_true", help="embedded only (no broker)")
     ap.add_argument("--partitions", type=int, default=4)
-    ap.add_argument("--lead", type=float, default=60.0,
+    ap.add_argument("--lead", type=float, default=30.0,
                     help="timed replay: real-time seconds before the embedded alarm (>= --step)")
     ap.add_argument("--wait", type=float, default=120.0, help="timed replay: seconds to wait past the embedded alarm")
+    ap.add_argument("--backlog", type=float, default=45.0,
+                    help="timed replay: seconds allowed to produce and fold the backlog before real time starts")
     ap.add_argument("--settle", type=float, default=12.0, help="seconds after the final replays are processed")
     ap.add_argument("--json", type=Path, default=None, help="also write per-case results here")
     args = ap.parse_args()
@@ -636,7 +696,7 @@ def main() -> int:
             bootstrap = start_broker(env)
             print(f"stream: broker {bootstrap}", flush=True)
             streamed = run_streaming(bootstrap, cases, runs, partitions=args.partitions, lead=args.lead,
-                                     wait=args.wait, settle=args.settle)
+                                     wait=args.wait, settle=args.settle, backlog_s=args.backlog)
         finally:  # also on SIGTERM
             stop_broker(env)
 
@@ -654,7 +714,7 @@ def main() -> int:
         got_s = "-" if st is None or st.final is None else st.final.verdict + ("" if not st.final_problems else "!")
         cad = f"{fmt_s(emb.cadence_s)}{'d' if emb.cadence_source.startswith('spec') else 'l' if emb.cadence_s else ''}"
         lag = "-" if st is None or (st.lag_s is None and not st.censored) else (
-            f">{args.wait:.0f}" if st.censored else fmt_s(st.lag_s))
+            f">{args.wait:.0f}" if st.censored else fmt_s(st.lag_s)) + ("c" if st and st.catchup_alarms else "")
         named = "yes" if gates_named(v, c.expected) else "NO"
         if not c.expected.get("failing_gates"):
             named = "-"
@@ -675,10 +735,13 @@ def main() -> int:
                      "ttd_s": emb.ttd_s, "ttk_s": emb.ttk_s, "cadence_s": emb.cadence_s,
                      "cadence_source": emb.cadence_source, "stream_lag_s": st.lag_s if st else None,
                      "stream_censored": st.censored if st else None,
+                     "stream_catchup_alarms": st.catchup_alarms if st else None,
+                     "stream_timeline": st.timeline if st else None,
                      "kill_judgements": emb.kills_seen, "judgements": emb.judgements,
                      "first_kill": emb.kill.time.isoformat() if emb.kill else None})
     print("(! = misses expected.json; cadence d = declared in job.json, l = learned; TTD = first KILL or "
-          "escalation after the first causal signal, TTK = first KILL)")
+          "escalation after the first causal signal, TTK = first KILL; lag c = the worker published an alarm "
+          "while folding the case's backlog)")
 
     # ---- transient KILLs of the embedded fold on cases whose final call is not KILL
     flips = [(c, runs[c.name][1]) for c in cases if c.expect_kill is False and runs[c.name][1].kills_seen]
