@@ -4,20 +4,23 @@ Every capture with an expected.json (tests/scenarios/*, and the shared scenarios
 $RLHEALTH_SHARED_DIR or ../shared/scenarios, as tests/scenario_support.py finds them) goes through
 
 1. the embedded core: `rlhealth.embedded.probe` at the capture's captured_at, checked against
-   expected.json (tests/scenario_support.check_expected). Then time-to-detect: the capture's events
-   are folded in event-time order through one HealthCore (500-line batches, as `probe --now` reads)
-   and the job is judged every `--step` seconds of event time and after every event from the first
-   fault signal on; judging at T sees exactly the events with event_time <= T (what `probe --now T`
-   sees). The first causal signal is the earliest of: a finding of a fault kind (death, wedge, oom,
-   nccl, engine, ray, hardware, infra) and the earliest timestamped evidence of a FAIL gate of the
-   first alarming verdict. TTD = the first judgement that is KILL or escalates, minus that time.
+   expected.json (tests/scenario_support.check_expected). Then time-to-detect: the capture's events,
+   with every log batch cut where its lines cross a `--slice` boundary of their own stamps (what a
+   live shipper sends; see `time_sliced`), are folded in event-time order through one HealthCore and
+   the job is judged every `--step` seconds of event time and after every event from the first fault
+   finding on; judging at T sees exactly the events with event_time <= T (what `probe --now T` sees).
+   The first causal signal is the earliest of: a finding of a fault kind (death, wedge, oom, nccl,
+   engine, ray, hardware, infra) and the earliest stamped evidence of a FAIL gate of the first KILL
+   (else of the first escalation with a FAIL gate). TTD = the first judgement at or after it that is
+   KILL or escalates, minus it (and time to the first KILL alone).
 2. the streaming path: a real broker and one real `rlhealth worker` (wall clock, default ticks). Each
    case is replayed twice under its own job ids:
-   * "final": every event as fast as possible, times shifted so that captured_at is now (what
-     `rlhealth replay` does); the newest verdict on the verdict topic is the streamed "got";
-   * "timed" (cases with an embedded alarm): times shifted so that the embedded alarm time lands
-     `--lead` seconds in the future. Events before that point go out at once, as a backlog; the rest
-     at real speed. The first KILL/escalating verdict of that job on the verdict topic, mapped back
+   * "final": as `rlhealth replay` does (`replay_capture`: every event at once, times shifted so that
+     captured_at is now); the newest verdict on the verdict topic is the streamed "got";
+   * "timed" (cases with an embedded alarm): the fold's events shifted so that the embedded alarm
+     lands `--lead` s (+1.7 s per case) after an anchor `--backlog` s away. Events before the anchor
+     go out at once as a backlog, the rest at real speed. The first KILL/escalating verdict of that
+     job on the verdict topic (the call standing at the anchor counts from the anchor), mapped back
      to capture time, minus the embedded alarm time, is the stream lag (negative when the worker's
      10 s tick catches what the embedded `--step` grid judged later).
 
@@ -30,7 +33,7 @@ is FAIL, TTD median and p95, and ends with
 It starts and stops its own broker (scripts/kafka.sh, state in .kafka/detect) unless KAFKA_BOOTSTRAP
 is set; SIGTERM stops the worker, deletes the bench topics and stops the broker.
 
-    python bench/detect.py [--step 60] [--lead 20] [--only NAME ...] [--no-stream] [--json out.json]
+    python bench/detect.py [--step 10] [--slice 10] [--lead 30] [--only NAME ...] [--no-stream] [--json FILE]
 """
 
 from __future__ import annotations
