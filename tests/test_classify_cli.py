@@ -106,3 +106,90 @@ def test_tracebacks_flag_groups_each_traceback_into_one_record():
     plain, summary2 = parse(run([str(FIX / "python_tracebacks.log")]))
     assert summary2["tracebacks"] == 0 and all("traceback" not in r for r in plain)
     assert len(plain) == len(recs) - len(tbs)
+
+
+# --- year and zone of a line's stamp (issue #11 part 2) ---------------------------------------
+
+YEARLESS = (
+    "INFO 06-28 12:00:00 [x.py:1] CUDA out of memory. Tried to allocate 2.00 GiB\n"  # vLLM
+    "[E628 12:00:00.123456789 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600018 milliseconds "
+    "before timing out.\n"  # c10d
+    "Jun 28 12:00:00 node1 kernel: NVRM: Xid (PCI:0000:4e:00): 79, pid=1, GPU has fallen off the bus.\n"  # syslog
+)
+
+
+def _stamps(result) -> dict[int, set[str]]:
+    assert result.exit_code == 0, result.output
+    out: dict[int, set[str]] = {}
+    for rec in parse(result)[0]:
+        out.setdefault(rec["line_no"], set()).add(rec["ts"])
+    return out
+
+
+def _touch(path: Path, when: str) -> None:
+    import os
+    from datetime import datetime
+
+    t = datetime.fromisoformat(when).timestamp()
+    os.utime(path, (t, t))
+
+
+def test_yearless_stamps_take_the_year_of_the_enclosing_capture_not_the_mtime(tmp_path):
+    cap = tmp_path / "capture"
+    (cap / "logs" / "ray").mkdir(parents=True)
+    (cap / "capture.json").write_text(json.dumps({"job_id": "j", "cluster": "c", "scheduler": "slurm",
+                                                  "captured_at": "2024-07-01T00:00:00Z"}))
+    log = cap / "logs" / "ray" / "worker.log"
+    log.write_text(YEARLESS)
+    _touch(log, "2026-03-01T00:00:00+00:00")  # copied much later: the mtime is not the job's year
+    assert _stamps(run([str(log)])) == {1: {"2024-06-28T12:00:00+00:00"}, 2: {"2024-06-28T12:00:00+00:00"},
+                                        3: {"2024-06-28T12:00:00+00:00"}}
+
+
+def test_yearless_stamps_outside_a_capture_take_the_year_of_the_mtime(tmp_path):
+    log = tmp_path / "old.log"
+    log.write_text(YEARLESS + "INFO 12-31 23:59:00 [x.py:1] CUDA out of memory. Tried to allocate 1.00 GiB\n")
+    _touch(log, "2019-01-02T00:00:00+00:00")
+    got = _stamps(run([str(log)]))
+    assert got[1] == got[2] == got[3] == {"2019-06-28T12:00:00+00:00"}
+    # a December stamp against a January mtime would lie a year ahead: it is the year before
+    assert got[4] == {"2018-12-31T23:59:00+00:00"}
+    _touch(log, "2023-08-01T00:00:00+00:00")
+    assert _stamps(run([str(log)]))[1] == {"2023-06-28T12:00:00+00:00"}
+
+
+def test_year_option_sets_the_year_of_yearless_stamps_only(tmp_path):
+    log = tmp_path / "a.log"
+    log.write_text(YEARLESS + "2026-06-28T12:00:00Z ERROR CUDA out of memory. Tried to allocate 1.00 GiB\n")
+    _touch(log, "2019-08-01T00:00:00+00:00")
+    got = _stamps(run(["--year", "2021", str(log)]))
+    assert got[1] == got[2] == got[3] == {"2021-06-28T12:00:00+00:00"}
+    assert got[4] == {"2026-06-28T12:00:00+00:00"}  # a stamp with its own year keeps it
+
+
+def test_zoneless_stamps_are_utc_and_tz_shifts_them(tmp_path):
+    log = tmp_path / "a.log"
+    log.write_text(YEARLESS + "2026-06-28 12:00:00,123 ERROR CUDA out of memory. Tried to allocate 1.00 GiB\n"
+                   "2026-06-28T12:00:00+02:00 ERROR CUDA out of memory. Tried to allocate 1.00 GiB\n")
+    _touch(log, "2026-08-01T00:00:00+00:00")
+    utc = _stamps(run([str(log)]))
+    assert utc[1] == {"2026-06-28T12:00:00+00:00"} and utc[4] == {"2026-06-28T12:00:00.123000+00:00"}
+    assert _stamps(run(["--tz", "UTC", str(log)])) == utc
+    ist = _stamps(run(["--tz", "Asia/Kolkata", str(log)]))
+    assert ist[1] == ist[2] == ist[3] == {"2026-06-28T06:30:00+00:00"}
+    assert ist[4] == {"2026-06-28T06:30:00.123000+00:00"}
+    assert ist[5] == utc[5] == {"2026-06-28T10:00:00+00:00"}  # a stamp with a zone ignores --tz
+    west = _stamps(run(["--tz", "-05:00", str(log)]))
+    assert west[1] == {"2026-06-28T17:00:00+00:00"}
+    # an IANA zone follows daylight saving: Berlin is +02:00 in June, +01:00 in January
+    berlin = _stamps(run(["--tz", "Europe/Berlin", "--year", "2026", str(log)]))
+    assert berlin[1] == {"2026-06-28T10:00:00+00:00"}
+
+
+def test_bad_tz_is_a_usage_error(tmp_path):
+    log = tmp_path / "a.log"
+    log.write_text(YEARLESS)
+    for bad in ("Mars/Olympus", "+25:00", "nonsense"):
+        res = run(["--tz", bad, str(log)])
+        assert res.exit_code == 2, (bad, res.output)

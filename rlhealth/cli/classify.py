@@ -6,14 +6,19 @@ classify streams each file in binary, 1 MiB at a time, through the sources' log 
 ``offset`` the byte offset of the record. Records longer than ``--max-line-bytes`` (64 KiB) are
 truncated for matching (the rest of the line is skipped without being held in memory) and
 counted; invalid UTF-8 is decoded with U+FFFD and counted; records with NUL bytes are counted.
-Year-less timestamps are resolved against the file's modification time.
+Time: a stamp without a year (vLLM ``INFO 06-28 12:00:00``, c10d/glog ``I0628 12:00:00.…``, syslog
+``Jun 28 12:00:00``) takes its year from a reference time, never from today's date: ``--year`` when
+given, else the ``captured_at`` of the capture the file lies in (the nearest parent directory with a
+``capture.json``), else the file's modification time; a December stamp read against a January
+reference falls in the year before. A stamp without a zone is read as UTC unless ``--tz`` names one.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from pathlib import Path
 
 import click
@@ -93,17 +98,64 @@ def _emit_tracebacks(tbs: list, name: str, fmt: str, write, stats: Stats) -> Non
                   f"chain={'>'.join(tb.chain)} fingerprint={tb.fingerprint}\n")
 
 
+_OFFSET_RE = re.compile(r"([+-])(\d\d):?(\d\d)")
+
+
+def parse_tz(value: str) -> tzinfo:
+    """An IANA zone name (``Europe/Berlin``), ``UTC``/``Z``, or a fixed offset ``+HH:MM`` / ``-HHMM``."""
+    v = value.strip()
+    if v.upper() in ("UTC", "Z", "GMT"):
+        return UTC
+    m = _OFFSET_RE.fullmatch(v)
+    if m:
+        hours, minutes = int(m.group(2)), int(m.group(3))
+        if hours > 23 or minutes > 59:
+            raise ValueError(f"offset out of range: {value!r}")
+        sign = 1 if m.group(1) == "+" else -1
+        return timezone(sign * timedelta(hours=hours, minutes=minutes))
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        return ZoneInfo(v)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"not an IANA time zone or a +HH:MM offset: {value!r}") from exc
+
+
+def capture_time(path: Path) -> datetime | None:
+    """`captured_at` of the capture `path` lies in: the nearest parent with a readable capture.json."""
+    from rlhealth.sources.capture import CaptureError, read_capture_info
+
+    for parent in path.resolve().parents:
+        if (parent / "capture.json").is_file():
+            try:
+                return read_capture_info(parent).captured_at
+            except (CaptureError, OSError):
+                return None
+    return None
+
+
+def reference_time(path: Path, year: int | None = None, tz: tzinfo = UTC) -> datetime:
+    """The time a file's year-less stamps are resolved against (see the module docstring).
+
+    `--year Y` gives the last second of Y in `tz`, so every month-day stamp falls in Y. Raises
+    OSError when there is neither a year, a capture nor a readable mtime."""
+    if year is not None:
+        return datetime(year, 12, 31, 23, 59, 59, tzinfo=tz)
+    captured = capture_time(path)
+    if captured is not None:
+        return captured
+    return datetime.fromtimestamp(path.stat().st_mtime, UTC)
+
+
 def classify_file(path: Path, classifier, out, fmt: str, stats: Stats,
-                  max_line: int = DEFAULT_MAX_LINE, tracebacks: bool = False) -> None:
+                  max_line: int = DEFAULT_MAX_LINE, tracebacks: bool = False,
+                  year: int | None = None, tz: tzinfo = UTC) -> None:
     from rlhealth.agents.normalize import line_timestamp
     from rlhealth.agents.tracebacks import TracebackAssembler
 
     asm = TracebackAssembler() if tracebacks else None
 
-    try:
-        ref = datetime.fromtimestamp(path.stat().st_mtime, UTC)
-    except OSError:
-        ref = datetime(2000, 1, 1, tzinfo=UTC)
+    ref = reference_time(path, year, tz)
     name = str(path)
     write = out.write
     pending: list[tuple[int, int, str]] = []
@@ -115,7 +167,7 @@ def classify_file(path: Path, classifier, out, fmt: str, stats: Stats,
         stats.records += len(texts)
         for m in classifier.scan(texts):
             line_no, offset, raw = pending[m.index]
-            ts = line_timestamp(raw, ref)
+            ts = line_timestamp(raw, ref, tz)
             stats.matches += 1
             rec = {"file": name, "line_no": line_no, "offset": offset, "rule_id": m.rule.id,
                    "kind": m.rule.kind, "signal": m.rule.signal, "fields": m.fields,
@@ -163,18 +215,34 @@ def _load(rules_dirs: tuple[str, ...]):
               help="Also group Python tracebacks (chained, Ray-wrapped, exception groups, interleaved "
                    "writers) into one record each: exception type, message, chain, frames and a "
                    "fingerprint that is the same across attempts.")
+@click.option("--year", type=click.IntRange(1970, 9999), default=None,
+              help="Year of stamps that print none (vLLM 'INFO 06-28 ...', c10d 'I0628 ...', syslog "
+                   "'Jun 28 ...'). Default: the captured_at of the capture the file lies in (nearest "
+                   "parent with capture.json), else the file's modification time; never today's date.")
+@click.option("--tz", "tz_name", default="UTC", show_default=True,
+              help="Zone of stamps that carry none: an IANA name (Europe/Berlin) or an offset (+05:30). "
+                   "Zone-less stamps are UTC unless this is given; \"ts\" is always printed in UTC.")
 def classify(files: tuple[Path, ...], fmt: str, rules_dirs: tuple[str, ...], engine: str,
-             max_line_bytes: int, tracebacks: bool) -> None:
+             max_line_bytes: int, tracebacks: bool, year: int | None, tz_name: str) -> None:
     """Classify log lines against the rule packs; one JSON object per match (and per traceback
-    with --tracebacks: {"file", "line_no", "last_line_no", "traceback": {...}})."""
+    with --tracebacks: {"file", "line_no", "last_line_no", "traceback": {...}}).
+
+    "ts" is the line's own stamp in UTC. Stamps without a zone are read as UTC (--tz overrides);
+    stamps without a year take it from --year, else the enclosing capture's captured_at, else the
+    file's modification time (a December stamp read in January falls in the year before)."""
     from rlhealth.agents.signatures import Classifier
+
+    try:
+        tz = parse_tz(tz_name)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--tz") from None
 
     clf = Classifier(_load(rules_dirs), engine=None if engine == "auto" else engine)
     stats = Stats()
     out = click.get_text_stream("stdout")
     for f in files:
         try:
-            classify_file(f, clf, out, fmt, stats, max(1024, max_line_bytes), tracebacks)
+            classify_file(f, clf, out, fmt, stats, max(1024, max_line_bytes), tracebacks, year, tz)
         except OSError as exc:
             stats.errors += 1
             click.echo(f"rlhealth classify: {f}: {exc.strerror or exc}", err=True)
