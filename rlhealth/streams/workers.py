@@ -393,7 +393,7 @@ class StreamWorker:
                     continue
                 now = self.clock()
                 verdict = self.core.judge(state, now)
-                self.exporter.update(self.core.metrics(state, now, last=verdict))
+                self.exporter.update(self.core.metrics(state, now, last=verdict), verdict)
                 exported.append(job_id)
             except Exception as exc:  # one job's failure must not stop the others
                 self.exporter.verdicts_failed.inc()
