@@ -55,9 +55,9 @@ def test_kustomization_lists_existing_resources() -> None:
     kust = yaml.safe_load((base / "kustomization.yaml").read_text())
     kinds = {}
     for res in kust["resources"]:
-        doc = yaml.safe_load((base / res).read_text())
-        kinds[doc["kind"]] = doc
-    assert {"Deployment", "StatefulSet", "DaemonSet", "ConfigMap", "Service"} <= set(kinds)
+        for doc in yaml.safe_load_all((base / res).read_text()):
+            kinds[doc["kind"]] = doc
+    assert {"Deployment", "StatefulSet", "DaemonSet", "ConfigMap", "Service", "Role", "RoleBinding", "Job"} <= set(kinds)
     assert kinds["StatefulSet"]["spec"]["replicas"] == 1  # DuckDB has a single writer
     args = kinds["Deployment"]["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[0] == "worker" and any(a.startswith("--metrics-port") for a in args)
