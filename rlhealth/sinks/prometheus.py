@@ -7,8 +7,8 @@ Per-job series come from a custom collector over a dict ``job_id -> JobMetrics``
 ``update(metrics)`` replaces a job's snapshot and ``remove(job_id)`` drops it, so a job's series
 vanish on the next scrape when the job ends or its partition moves to another worker (style.md H6).
 Label sets are bounded: ``job_id`` (bounded by live jobs), ``role`` (a fixed set, see ``ROLES``),
-``gate`` (A, B, C), ``kind`` (event kinds), ``reason`` (``DEAD_LETTER_REASONS``), ``verdict``,
-``topic``. Never rank, trial, request or line.
+``gate`` (A, B, C), ``status`` (``JOB_STATUSES``), ``kind`` (event kinds), ``reason``
+(``DEAD_LETTER_REASONS``), ``verdict``, ``topic``. Never rank, trial, request or line.
 
 Gate status is a gauge with 1 = PASS, 0 = FAIL, -1 = UNKNOWN (one series per gate), chosen over a
 StateSet so that ``min by (job_id) (rlhealth_job_gate_status) == 0`` reads naturally in alerts.
