@@ -51,14 +51,21 @@ lint: setup
 # One recipe, one shell: the trap stops the broker whatever pytest does (failure, Ctrl-C), and
 # pytest's exit code is the target's. Exit code 5 (no tests collected) is turned into a failure
 # with a message: CI must never pass by running nothing.
-# promtool (Debian's prometheus package) checks the alert rules and the metrics exposition in tests.
+# Debian's prometheus package gives promtool (alert rules, metrics exposition) and the prometheus
+# server the end-to-end alerting test starts; prometheus-alertmanager gives amtool (routing example).
+# Tests that need a missing binary are skipped with the reason.
+TEST_DEBS := prometheus:promtool prometheus:prometheus prometheus-alertmanager:amtool
 test-deps:
-	@if ! command -v promtool >/dev/null 2>&1; then \
+	@missing=""; for pair in $(TEST_DEBS); do \
+	  command -v "$${pair#*:}" >/dev/null 2>&1 || missing="$$missing $${pair%%:*}"; \
+	done; \
+	missing="$$(echo $$missing | tr ' ' '\n' | sort -u | tr '\n' ' ')"; \
+	if [ -n "$${missing// /}" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing Debian's prometheus package for promtool"; \
-	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null) \
-	      || echo "make test: could not install prometheus (promtool tests will be skipped)" >&2; \
-	  else echo "make test: promtool missing and not root: promtool tests will be skipped" >&2; fi; \
+	    echo "installing Debian packages for the tests:$$missing"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null) \
+	      || echo "make test: could not install$$missing (tests needing them will be skipped)" >&2; \
+	  else echo "make test: missing$$missing and not root: tests needing them will be skipped" >&2; fi; \
 	fi
 
 test: setup lint test-deps

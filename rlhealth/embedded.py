@@ -465,7 +465,7 @@ class Watcher:
             verdict = apply_source_notes(verdict, _notes(f.problems)).model_copy(update={"captured": str(f.path)})
             previous = self.verdicts.get(job_id)
             if self.exporter is not None:
-                self.exporter.update(self.core.metrics(state, when, verdict))
+                self.exporter.update(self.core.metrics(state, when, verdict), verdict)
             if not verdict.same_call(previous):
                 self.seq[job_id] = seq
                 self.verdicts[job_id] = verdict

@@ -124,16 +124,56 @@ def test_watch_cli_serves_metrics_and_prints_a_verdict(tmp_path: Path) -> None:
 
 
 def test_watch_exports_job_gauges() -> None:
-    from rlhealth.sinks.prometheus import Exporter
+    from rlhealth.sinks.prometheus import JobExporter
 
-    exporter = Exporter()
+    exporter = JobExporter()
     captured = datetime.fromisoformat(json.loads((EXAMPLE / "capture.json").read_text())["captured_at"].replace("Z", "+00:00"))
     w = Watcher(build_core(), [EXAMPLE], clock=lambda: captured, exporter=exporter)
-    w.tick()
+    (verdict,) = w.tick()
     job = next(iter(w.states))
-    value = exporter.registry.get_sample_value("rlhealth_job_verdict_kill", {"job_id": job})
-    assert value == 0.0
-    assert exporter.registry.get_sample_value("rlhealth_job_generation_tokens_per_second", {"job_id": job}) > 0
+    get = exporter.registry.get_sample_value
+    assert get("rlhealth_job_verdict_kill", {"job_id": job}) == 0.0
+    assert get("rlhealth_job_generation_tokens_per_second", {"job_id": job}) > 0
+    # the verdict fields a supervisor acts on
+    assert get("rlhealth_job_escalate", {"job_id": job}) == (1.0 if verdict.escalate else 0.0)
+    assert get("rlhealth_job_status", {"job_id": job, "status": verdict.job_status}) == 1.0
+    assert sum(get("rlhealth_job_status", {"job_id": job, "status": s}) or 0.0
+               for s in ("ALIVE", "WEDGED", "TERMINAL", "UNKNOWN")) == 1.0
+    assert get("rlhealth_job_confidence", {"job_id": job}) == {"high": 1.0, "medium": 0.5, "low": 0.0}[
+        verdict.confidence]
+    assert get("rlhealth_job_verdict_timestamp_seconds", {"job_id": job}) == verdict.produced_at.timestamp()
+
+
+def test_watch_cli_exports_only_what_it_measures(tmp_path: Path) -> None:
+    """`watch` judges folders: it has no partitions, lag or dead letters, so none of the worker's
+    pipeline series (a `rlhealth_worker_caught_up 0` would fire RLHealthWorkerNotCaughtUp)."""
+    import re
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(RLHEALTH + ["watch", str(EXAMPLE), "--iterations", "40", "--interval", "0.5",
+                                        "--clock", "capture", "--format", "json", "--metrics-port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+    body = ""
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "rlhealth_job_verdict_kill{" not in body:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
+                    body = resp.read().decode()
+            except OSError:
+                time.sleep(0.2)
+    finally:
+        proc.kill()
+        proc.wait(10)
+    assert "rlhealth_job_verdict_kill{" in body, proc.stderr.read().decode() if proc.stderr else ""
+    names = {line.split("{")[0].split(" ")[0] for line in body.splitlines() if line and not line.startswith("#")}
+    assert names and all(re.match(r"rlhealth_job_", n) for n in names), sorted(names)
+    assert "rlhealth_worker_caught_up" not in body and "rlhealth_consumer_lag" not in body
 
 
 def test_capture_of_pure_garbage_is_unknown_never_healthy(tmp_path: Path) -> None:

@@ -102,6 +102,53 @@ def test_update_replaces_and_remove_drops_a_jobs_series() -> None:
     assert exp.jobs.job_ids() == ["job-c"]
 
 
+def verdict_of(job_id: str = "job-a", **over: object):
+    from rlhealth.schemas import Verdict
+
+    base = dict(job_id=job_id, verdict="NO-KILL", confidence="medium", job_status="UNKNOWN", escalate=True,
+                reasoning="blind", produced_at=T0)
+    return Verdict.model_validate({**base, **over})
+
+
+def test_verdict_fields_are_exported_and_vanish_with_the_job() -> None:
+    exp = Exporter()
+    exp.update(metrics("job-a"), verdict_of("job-a"))
+    assert value(exp, "rlhealth_job_escalate", job_id="job-a") == 1.0
+    assert value(exp, "rlhealth_job_status", job_id="job-a", status="UNKNOWN") == 1.0
+    for other in ("ALIVE", "WEDGED", "TERMINAL"):
+        assert value(exp, "rlhealth_job_status", job_id="job-a", status=other) == 0.0
+    assert value(exp, "rlhealth_job_confidence", job_id="job-a") == 0.5
+    assert value(exp, "rlhealth_job_verdict_timestamp_seconds", job_id="job-a") == T0.timestamp()
+
+    exp.update(metrics("job-a"), verdict_of("job-a", escalate=False, confidence="high", job_status="WEDGED",
+                                            verdict="KILL"))
+    assert value(exp, "rlhealth_job_escalate", job_id="job-a") == 0.0
+    assert value(exp, "rlhealth_job_status", job_id="job-a", status="WEDGED") == 1.0
+    assert value(exp, "rlhealth_job_status", job_id="job-a", status="UNKNOWN") == 0.0
+    assert value(exp, "rlhealth_job_confidence", job_id="job-a") == 1.0
+    # an update without a verdict drops the verdict-only series instead of keeping stale ones
+    exp.update(metrics("job-a"))
+    assert value(exp, "rlhealth_job_escalate", job_id="job-a") is None
+    exp.update(metrics("job-a"), verdict_of("job-a"))
+    exp.remove("job-a")
+    assert "job-a" not in generate_latest(exp.registry).decode()
+    exp.update(metrics("job-b"), verdict_of("job-b"))
+    exp.retain([])
+    assert "job-b" not in generate_latest(exp.registry).decode()
+
+
+def test_job_exporter_has_no_pipeline_series() -> None:
+    from rlhealth.sinks.prometheus import JobExporter
+
+    exp = JobExporter()
+    exp.update(metrics("job-a"), verdict_of("job-a"))
+    text = generate_latest(exp.registry).decode()
+    assert 'rlhealth_job_escalate{job_id="job-a"} 1.0' in text
+    for name in ("rlhealth_worker_caught_up", "rlhealth_consumer_lag", "rlhealth_events_", "rlhealth_partitions_owned",
+                 "rlhealth_event_loop_lag_seconds", "rlhealth_verdicts_published"):
+        assert name not in text, name
+
+
 def test_component_counters_bound_their_labels() -> None:
     exp = Exporter()
     exp.received("log_batch", 3)
@@ -147,7 +194,7 @@ def test_http_endpoint_serves_the_exposition() -> None:
 def test_exposition_passes_promtool_lint() -> None:
     exp = Exporter()
     exp.update(metrics("job-a"))
-    exp.update(metrics("job-b", verdict="KILL", generation_tokens_per_s=None))
+    exp.update(metrics("job-b", verdict="KILL", generation_tokens_per_s=None), verdict_of("job-b"))
     exp.received("log_batch")
     exp.dead_lettered("trial", "invalid_fields")
     exp.verdict_published("NO-KILL")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from rlhealth.cli.options import bootstrap_option, run_every
+from rlhealth.cli.options import bootstrap_option, kafka_security_options, run_every
 
 
 @click.command()
@@ -20,8 +20,9 @@ from rlhealth.cli.options import bootstrap_option, run_every
 @click.option("--k8s-namespace", help="Also poll pod statuses from the Kubernetes API in this namespace.")
 @click.option("--k8s-selector", help="Label selector for the job's pods (with --k8s-namespace).")
 @click.option("--iterations", type=int, default=0, help="Stop after N reads (0: until interrupted).")
+@kafka_security_options
 def ship(directory: Path, bootstrap: str, job_id: str | None, interval_secs: float, shipper_id: str | None,
-         k8s_namespace: str | None, k8s_selector: str | None, iterations: int) -> None:
+         k8s_namespace: str | None, k8s_selector: str | None, iterations: int, kafka_security) -> None:
     """Follow DIRECTORY (laid out like a capture) and produce its events to rlhealth's Kafka topics.
 
     Secrets in log lines are redacted before anything leaves this process. A heartbeat every
@@ -31,7 +32,7 @@ def ship(directory: Path, bootstrap: str, job_id: str | None, interval_secs: flo
     from rlhealth.sources.capture import CaptureError
     from rlhealth.sources.shipper import FolderShipper
 
-    producer = EventProducer(bootstrap)
+    producer = EventProducer(bootstrap, security=kafka_security)
     extra = []
     if k8s_namespace and k8s_selector:
         from rlhealth.sources.kubernetes_api import pod_statuses

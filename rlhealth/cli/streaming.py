@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 import orjson
 
-from rlhealth.cli.options import bootstrap_option
+from rlhealth.cli.options import bootstrap_option, kafka_security_options
 
 
 def _catalog(prefix: str | None, partitions: int | None = None):
@@ -38,9 +38,10 @@ prefix_option = click.option("--topic-prefix", "topic_prefix", envvar="RLHEALTH_
               help="Kafka group session timeout: how soon a crashed worker's partitions move.")
 @click.option("--no-create-topics", is_flag=True, help="Do not create missing topics at start.")
 @click.option("--loglevel", default="info", show_default=True)
+@kafka_security_options
 def worker(bootstrap: str, metrics_port: int | None, metrics_addr: str, tick_secs: float, heartbeat_secs: float,
            db_path: str | None, topic_prefix: str | None, app_id: str, session_timeout_secs: float,
-           no_create_topics: bool, loglevel: str) -> None:
+           no_create_topics: bool, loglevel: str, kafka_security) -> None:
     """Run the streaming worker: events in, verdicts out, state in a changelogged table.
 
     Exits non-zero if its stream agent dies (70), so the orchestrator restarts it.
@@ -51,10 +52,11 @@ def worker(bootstrap: str, metrics_port: int | None, metrics_addr: str, tick_sec
     if not no_create_topics:
         from rlhealth.sinks.kafka import ensure_topics
 
-        ensure_topics(bootstrap, catalog)
+        ensure_topics(bootstrap, catalog, security=kafka_security)
     settings = WorkerSettings(bootstrap=bootstrap, catalog=catalog, app_id=app_id, tick_secs=tick_secs,
                               heartbeat_secs=heartbeat_secs, metrics_port=metrics_port, metrics_addr=metrics_addr,
-                              db_path=db_path, loglevel=loglevel, session_timeout_s=session_timeout_secs)
+                              db_path=db_path, loglevel=loglevel, session_timeout_s=session_timeout_secs,
+                              security=kafka_security)
     sys.exit(StreamWorker(settings).run())
 
 
@@ -70,8 +72,9 @@ def worker(bootstrap: str, metrics_port: int | None, metrics_addr: str, tick_sec
 @click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
               help="Also store every verdict read in this DuckDB evidence file.")
 @prefix_option
+@kafka_security_options
 def verdicts(bootstrap: str, follow: bool, job: str | None, latest: bool, only_kill: bool, fmt: str,
-             group: str | None, db_path: str | None, topic_prefix: str | None) -> None:
+             group: str | None, db_path: str | None, topic_prefix: str | None, kafka_security) -> None:
     """Print verdicts from the verdict topic.
 
     `--latest --job J --format json` prints that job's newest verdict as one JSON object (exit 1 if none).
@@ -101,13 +104,14 @@ def verdicts(bootstrap: str, follow: bool, job: str | None, latest: bool, only_k
 
     try:
         if latest:
-            newest = latest_verdicts(bootstrap, topic, job=job, only_kill=only_kill)
+            newest = latest_verdicts(bootstrap, topic, job=job, only_kill=only_kill, security=kafka_security)
             if not newest:
                 raise click.ClickException("no verdict" + (f" for job {job}" if job else ""))
             for v in newest.values():
                 emit(v)
         else:
-            for v in read_verdicts(bootstrap, topic, follow=follow, job=job, only_kill=only_kill, group_id=group):
+            for v in read_verdicts(bootstrap, topic, follow=follow, job=job, only_kill=only_kill, group_id=group,
+                                   security=kafka_security):
                 emit(v)
                 sys.stdout.flush()
     except KeyboardInterrupt:
@@ -126,8 +130,9 @@ def verdicts(bootstrap: str, follow: bool, job: str | None, latest: bool, only_k
 @click.option("--job-id", default=None, help="Replay under another job id (e.g. to run one capture twice).")
 @prefix_option
 @click.option("--no-create-topics", is_flag=True, help="Do not create missing topics first.")
+@kafka_security_options
 def replay(capture: Path, to_kafka: bool, bootstrap: str, speed: float | None, job_id: str | None,
-           topic_prefix: str | None, no_create_topics: bool) -> None:
+           topic_prefix: str | None, no_create_topics: bool, kafka_security) -> None:
     """Produce a capture's events to Kafka in event-time order, rebased so it ends now."""
     from rlhealth.streams.replay import replay_capture
 
@@ -135,9 +140,9 @@ def replay(capture: Path, to_kafka: bool, bootstrap: str, speed: float | None, j
     if not no_create_topics:
         from rlhealth.sinks.kafka import ensure_topics
 
-        ensure_topics(bootstrap, catalog)
+        ensure_topics(bootstrap, catalog, security=kafka_security)
     logging.basicConfig(level=logging.WARNING)
-    stats = replay_capture(capture, bootstrap, catalog=catalog, speed=speed, job_id=job_id)
+    stats = replay_capture(capture, bootstrap, catalog=catalog, speed=speed, job_id=job_id, security=kafka_security)
     click.echo(orjson.dumps({"events": stats.events, "by_kind": stats.by_kind, "shift_s": round(stats.shift_s, 3),
                              "started_at": stats.started_at.isoformat() if stats.started_at else None,
                              "finished_at": stats.finished_at.isoformat() if stats.finished_at else None}).decode())

@@ -31,7 +31,7 @@ def watch(dirs: tuple[Path, ...], interval_secs: float, metrics_port: int | None
           fmt: str, clock_mode: str, job_ids: tuple[str, ...], iterations: int, rules_dirs: tuple[Path, ...]) -> None:
     """Follow growing captures (or live log/trial folders laid out the same way) in one process.
 
-    Prints every verdict change, serves the Prometheus gauges the streaming worker serves, and
+    Prints every verdict change, serves the per-job Prometheus gauges the streaming worker serves, and
     optionally appends evidence to DuckDB. rlhealth recommends; it never kills.
     """
     from rlhealth.embedded import Watcher
@@ -42,9 +42,9 @@ def watch(dirs: tuple[Path, ...], interval_secs: float, metrics_port: int | None
     core = build_core(tuple(str(d) for d in rules_dirs))
     exporter = store = None
     if metrics_port is not None:
-        from rlhealth.sinks.prometheus import Exporter
+        from rlhealth.sinks.prometheus import JobExporter
 
-        exporter = Exporter()
+        exporter = JobExporter()  # per-job series only: watch has no partitions, lag or dead letters
         port = exporter.serve(metrics_port, metrics_addr)
         click.echo(f"serving /metrics on http://{metrics_addr}:{port}/metrics", err=True)
     if db is not None:

@@ -19,6 +19,7 @@ from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 from kafka.errors import TopicAlreadyExistsError
 
 from rlhealth.schemas import DeadLetter, EventBase, Verdict, encode, job_key
+from rlhealth.schemas.kafka_security import KafkaSecurity, resolve
 from rlhealth.schemas.topics import MAX_DEAD_LETTER_BYTES, TopicCatalog
 
 log = logging.getLogger(__name__)
@@ -37,10 +38,11 @@ class TopicInfo:
     config: dict[str, str]
 
 
-def admin_client(bootstrap: str, timeout_s: float = 30.0) -> KafkaAdminClient:
+def admin_client(bootstrap: str, timeout_s: float = 30.0, security: KafkaSecurity | None = None) -> KafkaAdminClient:
+    """An admin client; `security` defaults to the environment's (`KafkaSecurity.from_env`)."""
     ms = int(timeout_s * 1000)
     return KafkaAdminClient(bootstrap_servers=bootstrap, client_id=f"{CLIENT_ID}-admin",
-                            request_timeout_ms=ms, bootstrap_timeout_ms=ms)
+                            request_timeout_ms=ms, bootstrap_timeout_ms=ms, **resolve(security).kafka_python())
 
 
 def ensure_topics(
@@ -49,6 +51,7 @@ def ensure_topics(
     *,
     replication_factor: int = 1,
     timeout_s: float = 30.0,
+    security: KafkaSecurity | None = None,
 ) -> dict[str, str]:
     """Create every topic of the catalogue that is missing; return {topic: "created" | "exists"}.
 
@@ -58,7 +61,7 @@ def ensure_topics(
     """
     catalog = catalog or TopicCatalog.from_env()
     wanted = catalog.topic_configs()
-    with admin_client(bootstrap, timeout_s) as admin:
+    with admin_client(bootstrap, timeout_s, security) as admin:
         present = set(admin.list_topics())
         missing = {name: cfg for name, cfg in wanted.items() if name not in present}
         status = {name: "exists" for name in wanted if name in present}
@@ -93,9 +96,9 @@ def _partition_counts(admin: KafkaAdminClient, names: list[str]) -> dict[str, in
 
 
 def describe_topics(bootstrap: str, names: Iterable[str] | None = None, *, timeout_s: float = 30.0,
-                    prefix: str | None = None) -> list[TopicInfo]:
+                    prefix: str | None = None, security: KafkaSecurity | None = None) -> list[TopicInfo]:
     """Partition count and non-default configs of topics (all, or `names`, or those starting with `prefix`)."""
-    with admin_client(bootstrap, timeout_s) as admin:
+    with admin_client(bootstrap, timeout_s, security) as admin:
         if names is None:
             names = [n for n in admin.list_topics() if not n.startswith("__")]
         names = sorted(n for n in names if prefix is None or n.startswith(prefix))
@@ -118,9 +121,11 @@ class EventProducer:
     before relying on delivery and `close()` at the end (or use it as a context manager).
     """
 
-    def __init__(self, bootstrap: str, catalog: TopicCatalog | None = None, **producer_config: Any) -> None:
+    def __init__(self, bootstrap: str, catalog: TopicCatalog | None = None, *,
+                 security: KafkaSecurity | None = None, **producer_config: Any) -> None:
         self.catalog = catalog or TopicCatalog.from_env()
         config: dict[str, Any] = {
+            **resolve(security).kafka_python(),
             "bootstrap_servers": bootstrap,
             "client_id": f"{CLIENT_ID}-producer",
             "acks": "all",

@@ -7,14 +7,25 @@ Per-job series come from a custom collector over a dict ``job_id -> JobMetrics``
 ``update(metrics)`` replaces a job's snapshot and ``remove(job_id)`` drops it, so a job's series
 vanish on the next scrape when the job ends or its partition moves to another worker (style.md H6).
 Label sets are bounded: ``job_id`` (bounded by live jobs), ``role`` (a fixed set, see ``ROLES``),
-``gate`` (A, B, C), ``kind`` (event kinds), ``reason`` (``DEAD_LETTER_REASONS``), ``verdict``,
-``topic``. Never rank, trial, request or line.
+``gate`` (A, B, C), ``status`` (``JOB_STATUSES``), ``kind`` (event kinds), ``reason``
+(``DEAD_LETTER_REASONS``), ``verdict``, ``topic``. Never rank, trial, request or line.
 
 Gate status is a gauge with 1 = PASS, 0 = FAIL, -1 = UNKNOWN (one series per gate), chosen over a
 StateSet so that ``min by (job_id) (rlhealth_job_gate_status) == 0`` reads naturally in alerts.
 ``rlhealth_job_verdict_kill`` is 1 for KILL and 0 for NO-KILL; it is absent while the job has no
-verdict yet. Per-job gauges whose value is unknown (None) are omitted rather than exported as 0,
-because an absent series and a zero mean different things to an alert.
+verdict yet. The other fields a supervisor acts on come from the verdict itself (``update(metrics,
+verdict)``): ``rlhealth_job_escalate`` (1/0), ``rlhealth_job_status{status}`` (one series per
+JobStatus, 1 for the current one, so ``rlhealth_job_status{status="UNKNOWN"} == 1`` selects blind
+jobs), ``rlhealth_job_confidence`` (1 high, 0.5 medium, 0 low) and
+``rlhealth_job_verdict_timestamp_seconds`` (when the verdict was produced: ``time() - it`` is the
+verdict's age, which grows when nothing judges the job any more).
+
+Two exporters: `JobExporter` serves only the per-job series (``rlhealth watch``), `Exporter` adds the
+streaming worker's pipeline series (consumer lag, caught-up, dead letters...). A process exports
+only what it measures: ``watch`` has no partitions, so it must not export ``rlhealth_worker_caught_up``.
+
+Per-job gauges whose value is unknown (None) are omitted rather than exported as 0, because an
+absent series and a zero mean different things to an alert.
 """
 
 from __future__ import annotations
@@ -22,6 +33,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Iterator
 from datetime import datetime
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, disable_created_metrics, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -29,6 +41,7 @@ from prometheus_client.registry import Collector
 
 from rlhealth.agents.findings import JobMetrics
 from rlhealth.schemas.events import EVENT_MODELS
+from rlhealth.schemas.verdict import Verdict
 
 ROLES = ("trainer", "engine", "ray", "scheduler", "shipper", "other")
 GATES = ("A", "B", "C")
@@ -48,6 +61,8 @@ DEAD_LETTER_REASONS = (
     "other",
 )
 VERDICTS = ("KILL", "NO-KILL")
+JOB_STATUSES = ("ALIVE", "WEDGED", "TERMINAL", "UNKNOWN")
+CONFIDENCE_VALUE = {"high": 1.0, "medium": 0.5, "low": 0.0}
 
 
 def bounded(value: str | None, allowed: Iterable[str], fallback: str) -> str:
@@ -60,14 +75,21 @@ class JobCollector(Collector):
 
     def __init__(self) -> None:
         self._jobs: dict[str, JobMetrics] = {}
+        self._verdicts: dict[str, Verdict] = {}
         self._lock = threading.Lock()
 
-    def update(self, metrics: JobMetrics) -> None:
+    def update(self, metrics: JobMetrics, verdict: Verdict | None = None) -> None:
+        """Replace a job's snapshot. Without `verdict` the verdict-only series of the job are absent."""
         with self._lock:
             self._jobs[metrics.job_id] = metrics
+            if verdict is not None:
+                self._verdicts[metrics.job_id] = verdict
+            else:
+                self._verdicts.pop(metrics.job_id, None)
 
     def remove(self, job_id: str) -> bool:
         with self._lock:
+            self._verdicts.pop(job_id, None)
             return self._jobs.pop(job_id, None) is not None
 
     def retain(self, job_ids: Iterable[str]) -> list[str]:
@@ -77,6 +99,7 @@ class JobCollector(Collector):
             dropped = [j for j in self._jobs if j not in keep]
             for j in dropped:
                 del self._jobs[j]
+                self._verdicts.pop(j, None)
         return dropped
 
     def job_ids(self) -> list[str]:
@@ -116,6 +139,16 @@ class JobCollector(Collector):
                               "Gate status: 1 PASS, 0 FAIL, -1 UNKNOWN (A liveness, B resources, C rollouts).",
                               labels=j + ["gate"]),
             GaugeMetricFamily("rlhealth_job_verdict_kill", "Current recommendation: 1 KILL, 0 NO-KILL.", labels=j),
+            GaugeMetricFamily("rlhealth_job_escalate", "1 when the verdict asks a person to look (escalate), else 0.",
+                              labels=j),
+            GaugeMetricFamily("rlhealth_job_status",
+                              "Job status of the verdict: 1 for the current status, 0 for the others.",
+                              labels=j + ["status"]),
+            GaugeMetricFamily("rlhealth_job_confidence", "Confidence of the verdict: 1 high, 0.5 medium, 0 low.",
+                              labels=j),
+            GaugeMetricFamily("rlhealth_job_verdict_timestamp_seconds",
+                              "When the current verdict was produced (Unix seconds); time() minus it is its age.",
+                              labels=j),
             GaugeMetricFamily("rlhealth_job_last_event_timestamp_seconds",
                               "Event time of the newest event seen for the job (Unix seconds).", labels=j),
             GaugeMetricFamily("rlhealth_job_trainer_last_step", "Last trainer step seen in the logs.", labels=j),
@@ -124,6 +157,7 @@ class JobCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             jobs = list(self._jobs.values())
+            verdicts = dict(self._verdicts)
         fams = {f.name: f for f in self._families()}
 
         def add(name: str, m: JobMetrics, value: float | int | None, *extra: str) -> None:
@@ -156,11 +190,18 @@ class JobCollector(Collector):
             if isinstance(m.last_event_time, datetime):
                 add("rlhealth_job_last_event_timestamp_seconds", m, m.last_event_time.timestamp())
             add("rlhealth_job_trainer_last_step", m, m.trainer_last_step)
+            v = verdicts.get(m.job_id)
+            if v is not None:
+                add("rlhealth_job_escalate", m, 1.0 if v.escalate else 0.0)
+                for status in JOB_STATUSES:
+                    add("rlhealth_job_status", m, 1.0 if v.job_status == status else 0.0, status)
+                add("rlhealth_job_confidence", m, CONFIDENCE_VALUE.get(v.confidence))
+                add("rlhealth_job_verdict_timestamp_seconds", m, v.produced_at.timestamp())
         yield from fams.values()
 
 
-class Exporter:
-    """The worker's exporter: per-job collector plus Vector-style per-component counters."""
+class JobExporter:
+    """Per-job series only: what `rlhealth watch` measures (it has no partitions, lag or dead letters)."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         # `*_created` series double the series count and nothing of ours reads them. This is a
@@ -169,6 +210,36 @@ class Exporter:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         self.jobs = JobCollector()
         self.registry.register(self.jobs)
+        self._server: Any = None
+
+    # per-job
+    def update(self, metrics: JobMetrics, verdict: Verdict | None = None) -> None:
+        self.jobs.update(metrics, verdict)
+
+    def remove(self, job_id: str) -> bool:
+        return self.jobs.remove(job_id)
+
+    def retain(self, job_ids: Iterable[str]) -> list[str]:
+        return self.jobs.retain(job_ids)
+
+    def serve(self, port: int, addr: str = "127.0.0.1") -> int:
+        """Serve /metrics in a daemon thread; returns the bound port (useful with port 0)."""
+        server, _thread = start_http_server(port, addr=addr, registry=self.registry)
+        self._server = server
+        return int(server.server_port)
+
+    def shutdown(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+
+class Exporter(JobExporter):
+    """The worker's exporter: per-job collector plus Vector-style per-component counters."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        super().__init__(registry)
         r = self.registry
         self.events_received = Counter("rlhealth_events_received", "Records fetched from event topics.",
                                        ["kind"], registry=r)
@@ -196,17 +267,6 @@ class Exporter:
                                           ["verdict"], registry=r)
         self.verdicts_failed = Counter("rlhealth_verdicts_failed", "Judgements or publishes that raised.",
                                        registry=r)
-        self._server = None
-
-    # per-job
-    def update(self, metrics: JobMetrics) -> None:
-        self.jobs.update(metrics)
-
-    def remove(self, job_id: str) -> bool:
-        return self.jobs.remove(job_id)
-
-    def retain(self, job_ids: Iterable[str]) -> list[str]:
-        return self.jobs.retain(job_ids)
 
     # per-component
     def received(self, kind: str | None, n: int = 1) -> None:
@@ -224,18 +284,6 @@ class Exporter:
 
     def verdict_published(self, verdict: str) -> None:
         self.verdicts_published.labels(bounded(verdict, VERDICTS, "NO-KILL")).inc()
-
-    def serve(self, port: int, addr: str = "127.0.0.1") -> int:
-        """Serve /metrics in a daemon thread; returns the bound port (useful with port 0)."""
-        server, _thread = start_http_server(port, addr=addr, registry=self.registry)
-        self._server = server
-        return int(server.server_port)
-
-    def shutdown(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
 
 
 def serve(port: int, addr: str = "127.0.0.1", registry: CollectorRegistry | None = None) -> int:

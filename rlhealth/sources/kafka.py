@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from kafka import KafkaConsumer
 
 from rlhealth.schemas import DeadLetter, EventBase, EventDecodeError, decode_event
+from rlhealth.schemas.kafka_security import KafkaSecurity, resolve
 from rlhealth.schemas.topics import TopicCatalog
 
 DEAD_LETTER_TIMEOUT_S = 30.0
@@ -124,11 +125,13 @@ class EventConsumer:
         catalog: TopicCatalog | None = None,
         group_id: str | None = None,
         dead_letters: DeadLetterSink,
+        security: KafkaSecurity | None = None,
         **consumer_config: Any,
     ) -> None:
         self.catalog = catalog or TopicCatalog.from_env()
         self.topics = list(topics) if topics is not None else self.catalog.event_topics
         config: dict[str, Any] = {
+            **resolve(security).kafka_python(),
             "bootstrap_servers": bootstrap,
             "client_id": "rlhealth-consumer",
             "group_id": group_id,

@@ -20,9 +20,11 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass
+from typing import Any
 
 import faust
 
+from rlhealth.schemas.kafka_security import KafkaSecurity, resolve
 from rlhealth.schemas.topics import TopicCatalog
 
 DEFAULT_APP_ID = "rlhealth"
@@ -44,6 +46,17 @@ def group_id(app_id: str, catalog: TopicCatalog) -> str:
     return f"{catalog.prefix}{app_id}" if catalog.prefix else app_id
 
 
+def _credentials(security: KafkaSecurity) -> dict[str, Any]:
+    """faust's `broker_credentials` for the settings (nothing for PLAINTEXT)."""
+    if security.uses_sasl:
+        return {"broker_credentials": faust.SASLCredentials(
+            username=security.sasl_username, password=security.sasl_password,
+            ssl_context=security.ssl_context(), mechanism=security.sasl_mechanism)}
+    if security.uses_tls:
+        return {"broker_credentials": faust.SSLCredentials(security.ssl_context())}
+    return {}
+
+
 def make_app(
     bootstrap: str,
     *,
@@ -55,6 +68,7 @@ def make_app(
     replication_factor: int = 1,
     session_timeout_s: float = 30.0,
     datadir: str | None = None,
+    security: KafkaSecurity | None = None,
 ) -> faust.App:
     catalog = catalog or TopicCatalog.from_env(partitions=partitions)
     if partitions is not None and partitions != catalog.partitions:
@@ -72,6 +86,7 @@ def make_app(
         gid,
         datadir=datadir,
         broker=servers,
+        **_credentials(resolve(security)),
         store=store,
         topic_partitions=catalog.partitions,
         topic_replication_factor=replication_factor,

@@ -130,6 +130,7 @@ def replay_capture(
     speed: float | None = None,
     producer: Any | None = None,
     job_id: str | None = None,
+    security: Any | None = None,
 ) -> ReplayStats:
     """Produce a capture's events to the event topics; returns counts. Flushes before returning."""
     from rlhealth.sources.capture import open_capture
@@ -143,7 +144,7 @@ def replay_capture(
     if producer is None:
         from rlhealth.sinks.kafka import EventProducer
 
-        producer = EventProducer(bootstrap, catalog)
+        producer = EventProducer(bootstrap, catalog, security=security)
     stats = ReplayStats()
     try:
         for ev in rebased_events(events, captured_at, speed=speed, stats=stats):

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from kafka import KafkaConsumer, TopicPartition
 
 from rlhealth.schemas import EventDecodeError, Verdict, decode_verdict
+from rlhealth.schemas.kafka_security import KafkaSecurity, resolve
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,9 @@ class ReadStats:
     stale: int = 0  # seq at or below one already seen for the job
 
 
-def _consumer(bootstrap: str, group_id: str | None) -> KafkaConsumer:
+def _consumer(bootstrap: str, group_id: str | None, security: KafkaSecurity | None = None) -> KafkaConsumer:
     return KafkaConsumer(
+        **resolve(security).kafka_python(),
         bootstrap_servers=bootstrap,
         group_id=group_id,
         client_id=f"rlhealth-verdicts-{uuid.uuid4().hex[:6]}",
@@ -66,6 +68,7 @@ def read_verdicts(
     dedupe: bool = True,
     stats: ReadStats | None = None,
     idle_timeout_s: float | None = None,
+    security: KafkaSecurity | None = None,
 ) -> Iterator[Verdict]:
     """Yield verdicts in topic order (per job: seq order).
 
@@ -75,7 +78,7 @@ def read_verdicts(
     `dedupe` drops a verdict whose seq is not above the job's last one.
     """
     stats = stats if stats is not None else ReadStats()
-    consumer = _consumer(bootstrap, group_id)
+    consumer = _consumer(bootstrap, group_id, security)
     try:
         parts = consumer.partitions_for_topic(topic)
         deadline = time.monotonic() + 30
@@ -131,11 +134,11 @@ def read_verdicts(
         consumer.close()
 
 
-def latest_verdicts(bootstrap: str, topic: str, *, job: str | None = None, only_kill: bool = False
-                    ) -> dict[str, Verdict]:
+def latest_verdicts(bootstrap: str, topic: str, *, job: str | None = None, only_kill: bool = False,
+                    security: KafkaSecurity | None = None) -> dict[str, Verdict]:
     """The newest verdict (highest seq) of every job, or of `job`, as the topic holds them now."""
     newest: dict[str, Verdict] = {}
-    for v in read_verdicts(bootstrap, topic, job=job, dedupe=False):
+    for v in read_verdicts(bootstrap, topic, job=job, dedupe=False, security=security):
         cur = newest.get(v.job_id)
         if cur is None or v.seq > cur.seq or (v.seq == cur.seq and v.produced_at >= cur.produced_at):
             newest[v.job_id] = v

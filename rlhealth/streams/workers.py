@@ -48,6 +48,7 @@ import faust
 from faust.types import TP
 
 from rlhealth.schemas import DeadLetter, EventDecodeError, decode_event, encode, job_key
+from rlhealth.schemas.kafka_security import KafkaSecurity, resolve
 from rlhealth.schemas.topics import TopicCatalog
 from rlhealth.sinks.prometheus import Exporter
 from rlhealth.streams.app import DEFAULT_APP_ID, group_id, make_app
@@ -76,6 +77,7 @@ class WorkerSettings:
     fast_tick_secs: float = 0.25  # jobs with new findings are judged this soon
     batch_max: int = 200  # events folded before states are written back
     batch_within_secs: float = 0.02  # ... or after this long
+    security: KafkaSecurity | None = None  # None: from the environment (KafkaSecurity.from_env)
 
 
 CORE_FACTORY_ENV = "RLHEALTH_CORE_FACTORY"
@@ -109,7 +111,8 @@ class StreamWorker:
         self.exporter = exporter or Exporter()
         self.clock = clock or (lambda: datetime.now(UTC))
         self.app: faust.App = make_app(settings.bootstrap, app_id=settings.app_id, catalog=self.catalog,
-                                       web_port=settings.web_port, session_timeout_s=settings.session_timeout_s)
+                                       web_port=settings.web_port, session_timeout_s=settings.session_timeout_s,
+                                       security=settings.security)
         self.group_id = group_id(settings.app_id, self.catalog)
         self.tables: Tables = make_tables(self.app, self.catalog.partitions)
         self.event_topics = set(self.catalog.event_topics)
@@ -306,7 +309,8 @@ class StreamWorker:
 
         if self._admin is None:
             self._admin = KafkaAdminClient(bootstrap_servers=self.settings.bootstrap,
-                                           client_id="rlhealth-worker-admin")
+                                           client_id="rlhealth-worker-admin",
+                                           **resolve(self.settings.security).kafka_python())
         wanted = [TopicPartition(tp.topic, tp.partition) for tp in tps]
         if hasattr(self._admin, "list_group_offsets"):  # kafka-python >= 3
             offsets = self._admin.list_group_offsets({self.group_id: wanted}).get(self.group_id, {})
@@ -393,7 +397,7 @@ class StreamWorker:
                     continue
                 now = self.clock()
                 verdict = self.core.judge(state, now)
-                self.exporter.update(self.core.metrics(state, now, last=verdict))
+                self.exporter.update(self.core.metrics(state, now, last=verdict), verdict)
                 exported.append(job_id)
             except Exception as exc:  # one job's failure must not stop the others
                 self.exporter.verdicts_failed.inc()
