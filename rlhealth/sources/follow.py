@@ -73,8 +73,10 @@ class CaptureFollower:
         cluster: str | None = None,
         scheduler: str = "other",
         prefilter: Classifier | None = None,
+        logs: bool = True,
     ) -> None:
         self.path = Path(path)
+        self.follow_logs = logs  # False: the caller reads logs/ itself (the shipper's checkpointed reader)
         # the in-process core's classifier (`watch`): log lines that core will not read stay empty;
         # a shipper sends every line and passes none
         self.prefilter = prefilter
@@ -275,7 +277,8 @@ class CaptureFollower:
         events.extend(self._sacct(now))
         events.extend(self._pods(now))
         events.extend(self._gpu_polls())
-        events.extend(self._log_batches(now))
+        if self.follow_logs:
+            events.extend(self._log_batches(now))
         events.extend(self._trial_events())
         events.sort(key=lambda e: e.event_time)
         if spec and self.polls == 1 and events:

@@ -1,7 +1,11 @@
 """The live shipper: follows a job's folder (logs, GPU CSVs, trials, state) and emits events plus heartbeats.
 
-Everything is emitted through an injected `emit(event)`, so the same loop feeds Kafka in production
-and a list in tests. Secrets are redacted by the readers before an event is built.
+Events go out through an injected `deliver(events) -> bool` (True: every event acknowledged by
+the broker or safely spooled), so the same loop feeds Kafka in production and a list in tests
+(`emit=` wraps a plain callback). Log files are read by `logship.LogFollower`: per-file
+checkpoints that advance only after `deliver` returned True, rotation and copytruncate handled,
+a backlog read in bounded steps (`more` says another tick should follow at once). Secrets are
+redacted by the readers before an event is built.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from pathlib import Path
 
 from rlhealth.schemas import EventBase, ShipperHeartbeat, Source
 from rlhealth.sources.follow import CaptureFollower
+from rlhealth.sources.logship import CheckpointStore, LogFollower, Mark
 
 
 def _utc_now() -> datetime:
@@ -28,50 +33,95 @@ class ShipperCounters:
     events_sent: int = 0
     send_errors: int = 0
     heartbeats: int = 0
+    deliveries_failed: int = 0
     by_kind: dict[str, int] = field(default_factory=dict)
 
 
 class FolderShipper:
-    """One job folder -> events. Call `tick()` on an interval; it emits what is new and a heartbeat."""
+    """One job folder -> events. Call `tick()` on an interval; it delivers what is new and a heartbeat."""
 
-    def __init__(self, path: Path, emit: Callable[[EventBase], None], *, job_id: str | None = None,
+    def __init__(self, path: Path, emit: Callable[[EventBase], None] | None = None, *,
+                 deliver: Callable[[list[EventBase]], bool] | None = None, job_id: str | None = None,
                  shipper_id: str | None = None, interval_s: float = 15.0, clock: Callable[[], datetime] = _utc_now,
-                 extra_polls: list[Callable[[], EventBase | None]] | None = None, batch_lines: int = 500) -> None:
-        self.follower = CaptureFollower(path, job_id=job_id, clock=clock, batch_lines=batch_lines)
+                 extra_polls: list[Callable[[], EventBase | None]] | None = None, batch_lines: int = 500,
+                 state_dir: Path | None = None, max_bytes_per_tick: int = 8 << 20,
+                 behind_bytes: int = 64 << 20) -> None:
+        self.follower = CaptureFollower(path, job_id=job_id, clock=clock, batch_lines=batch_lines, logs=False)
         self.job_id = self.follower.info.job_id
-        self.emit = emit
+        if deliver is None:
+            if emit is None:
+                raise ValueError("FolderShipper needs emit= or deliver=")
+            deliver = self._emit_all(emit)
+        self.deliver = deliver
         self.clock = clock
         self.interval_s = interval_s
         self.shipper_id = shipper_id or f"{socket.gethostname()}:{Path(path).name}"
         self.extra_polls = extra_polls or []
         self.counters = ShipperCounters()
+        self.store = CheckpointStore(state_dir)
+        self.logs = LogFollower(path, job_id=self.job_id, store=self.store, cluster=self.follower.info.cluster,
+                                shipper=self.shipper_id, batch_lines=batch_lines, max_bytes=max_bytes_per_tick,
+                                clock=clock)
+        self.behind_bytes = behind_bytes
+        self.more = False
 
-    def _send(self, event: EventBase) -> None:
+    @staticmethod
+    def _emit_all(emit: Callable[[EventBase], None]) -> Callable[[list[EventBase]], bool]:
+        def deliver(events: list[EventBase]) -> bool:
+            for e in events:
+                emit(e)
+            return True
+        return deliver
+
+    def _deliver(self, events: list[EventBase]) -> bool:
         try:
-            self.emit(event)
-        except Exception:  # a failed send is counted; the next tick re-reads nothing twice
+            ok = self.deliver(events)
+        except Exception:  # a failed delivery is counted; the checkpoints stay where they were
             self.counters.send_errors += 1
             raise
-        self.counters.events_sent += 1
-        self.counters.by_kind[event.kind] = self.counters.by_kind.get(event.kind, 0) + 1  # type: ignore[attr-defined]
+        if not ok:
+            self.counters.deliveries_failed += 1
+            return False
+        self.counters.events_sent += len(events)
+        for event in events:
+            kind: str = event.kind  # type: ignore[attr-defined]
+            self.counters.by_kind[kind] = self.counters.by_kind.get(kind, 0) + 1
+        return True
 
     def tick(self) -> int:
-        """Emit new events, then a heartbeat saying "everything up to now has been shipped"."""
+        """Deliver new events and a heartbeat; commit the log checkpoints once they were delivered."""
         self.counters.polls += 1
         events = self.follower.poll()
         for poll in self.extra_polls:
             extra = poll()
             if extra is not None:
                 events.append(extra)
-        for event in events:
-            self._send(event)
-        self.heartbeat()
+        logged = self.logs.poll()
+        marks: list[Mark] = [m for _b, m in logged if m is not None]
+        events.extend(b for b, _m in logged)
+        events.sort(key=lambda e: e.kind != "job_spec")  # stable: JobSpec first, every file's order kept
+        self.more = self.logs.more
+        hb = self._heartbeat_event()
+        if self._deliver([*events, hb]):
+            self.counters.heartbeats += 1
+            if marks:
+                self.logs.commit(marks)
+        else:
+            self.logs.rewind()
         return len(events)
 
-    def heartbeat(self, stopping: bool = False) -> None:
+    def behind(self) -> bool:
+        return self.more or self.logs.lag_bytes() > self.behind_bytes
+
+    def _heartbeat_event(self, stopping: bool = False) -> ShipperHeartbeat:
         now = self.clock()
-        hb = ShipperHeartbeat(job_id=self.job_id, event_time=now, ingest_time=now, shipper=self.shipper_id,
-                              interval_s=self.interval_s, stopping=stopping,
-                              source=Source(shipper=self.shipper_id, cluster=self.follower.info.cluster))
-        self._send(hb)
-        self.counters.heartbeats += 1
+        sources = ["logs"]
+        if self.behind():
+            sources.append(f"behind:lag_bytes={self.logs.lag_bytes()}")
+        return ShipperHeartbeat(job_id=self.job_id, event_time=now, ingest_time=now, shipper=self.shipper_id,
+                                interval_s=self.interval_s, stopping=stopping, sources=sources,
+                                source=Source(shipper=self.shipper_id, cluster=self.follower.info.cluster))
+
+    def heartbeat(self, stopping: bool = False) -> None:
+        if self._deliver([self._heartbeat_event(stopping)]):
+            self.counters.heartbeats += 1

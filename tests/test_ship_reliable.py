@@ -1,0 +1,444 @@
+"""The shipper loses nothing and sends nothing twice: checkpoints, rotation, outages, spool, splitting."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import socket
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from kafka.errors import KafkaTimeoutError, MessageSizeTooLargeError
+
+from rlhealth.schemas import EventBase, decode_event
+from rlhealth.schemas.events import LogBatch
+from rlhealth.sinks.delivery import ReliableSender, split_batch
+from rlhealth.sinks.spool import Record, Spool
+from rlhealth.sources.logship import CheckpointStore
+from rlhealth.sources.shipper import FolderShipper
+
+CLOCK = lambda: datetime(2026, 10, 14, 16, 20, tzinfo=UTC)  # noqa: E731
+
+
+def job(tmp_path: Path) -> Path:
+    root = tmp_path / "job"
+    (root / "logs").mkdir(parents=True)
+    return root
+
+
+def write(path: Path, start: int, n: int, width: int = 0) -> None:
+    with path.open("a") as f:
+        for i in range(start, start + n):
+            f.write(f"line {i:08d} {'x' * width}\n")
+
+
+def numbers(batches: list[LogBatch]) -> list[int]:
+    return [int(s.split()[1]) for b in batches for s in b.lines if s.startswith("line ")]
+
+
+class Collect:
+    """A `deliver` that keeps log batches; `fail` makes it report an undelivered call."""
+
+    def __init__(self) -> None:
+        self.batches: list[LogBatch] = []
+        self.events: list[EventBase] = []
+        self.fail = False
+
+    def __call__(self, events: list[EventBase]) -> bool:
+        if self.fail:
+            return False
+        self.events.extend(events)
+        self.batches.extend(e for e in events if isinstance(e, LogBatch))
+        return True
+
+
+def shipper(root: Path, state: Path, sink: Collect, **kw) -> FolderShipper:
+    return FolderShipper(root, deliver=sink, job_id="j1", shipper_id="t", clock=CLOCK, state_dir=state, **kw)
+
+
+# -- checkpoints ---------------------------------------------------------------------------------
+
+
+def test_restart_resumes_from_the_checkpoint_and_failed_delivery_is_reread(tmp_path: Path) -> None:
+    root, state = job(tmp_path), tmp_path / "state"
+    log = root / "logs" / "app.log"
+    write(log, 0, 1000)
+    sink = Collect()
+    s = shipper(root, state, sink, batch_lines=300)
+    s.tick()
+    assert numbers(sink.batches) == list(range(1000))
+    write(log, 1000, 10)
+    sink.fail = True
+    s.tick()  # not delivered: the checkpoint stays, the lines are read again
+    sink.fail = False
+    s.tick()
+    assert numbers(sink.batches) == list(range(1010))
+    # a new process (kill -9 after the last commit) starts where the checkpoint is
+    write(log, 1010, 5)
+    sink2 = Collect()
+    s2 = shipper(root, state, sink2)
+    s2.tick()
+    assert numbers(sink2.batches) == list(range(1010, 1015))
+    assert sink2.batches[0].first_line_no == 1010
+    assert sink2.batches[0].offsets[0] == log.stat().st_size - 5 * len("line 00000000 \n")
+
+
+def test_checkpoint_is_written_only_after_delivery(tmp_path: Path) -> None:
+    root, state = job(tmp_path), tmp_path / "state"
+    write(root / "logs" / "a.log", 0, 10)
+    sink = Collect()
+    sink.fail = True
+    shipper(root, state, sink).tick()
+    sink.fail = False
+    again = Collect()
+    shipper(root, state, again).tick()  # the first process never committed: everything is read again
+    assert numbers(again.batches) == list(range(10))
+
+
+def test_backlog_is_read_in_bounded_steps(tmp_path: Path) -> None:
+    root, state = job(tmp_path), tmp_path / "state"
+    write(root / "logs" / "a.log", 0, 20_000, width=40)  # ~1.1 MB
+    sink = Collect()
+    s = shipper(root, state, sink, max_bytes_per_tick=128 << 10)
+    steps = 0
+    s.tick()
+    while s.more:
+        steps += 1
+        assert len(numbers(sink.batches)) < 20_000
+        s.tick()
+    assert steps >= 5 and numbers(sink.batches) == list(range(20_000))
+
+
+# -- rotation ------------------------------------------------------------------------------------
+
+
+def test_rename_rotation_three_times_no_loss_no_repeat(tmp_path: Path) -> None:
+    root, state = job(tmp_path), tmp_path / "state"
+    log = root / "logs" / "app.log"
+    sink = Collect()
+    s = shipper(root, state, sink)
+    n = 0
+    for _round in range(3):
+        write(log, n, 100)
+        n += 100
+        s.tick()
+        write(log, n, 50)  # written after the last read, before the rename
+        n += 50
+        for k in range(3, 0, -1):  # logrotate: app.log.2 -> .3, .1 -> .2, app.log -> .1
+            src = log.with_name(f"app.log.{k}" if k > 1 else "app.log.1")
+            if k > 1 and log.with_name(f"app.log.{k - 1}").exists():
+                os.replace(log.with_name(f"app.log.{k - 1}"), src)
+        os.replace(log, log.with_name("app.log.1"))
+        write(log, n, 30)
+        n += 30
+        s.tick()
+    s.tick()
+    assert numbers(sink.batches) == list(range(n))
+    assert {b.source.stream for b in sink.batches} == {"logs/app.log"}
+    assert s.logs.counters.files_rotated >= 3
+    # a restart ships none of the rotated files again
+    again = Collect()
+    shipper(root, state, again).tick()
+    assert again.batches == []
+
+
+def test_copytruncate_recovers_lines_from_the_copy(tmp_path: Path) -> None:
+    root, state = job(tmp_path), tmp_path / "state"
+    log = root / "logs" / "app.log"
+    sink = Collect()
+    s = shipper(root, state, sink)
+    n = 0
+    for _round in range(3):
+        write(log, n, 100)
+        n += 100
+        s.tick()
+        write(log, n, 40)  # between our read and the copy
+        n += 40
+        for k in range(3, 1, -1):
+            if log.with_name(f"app.log.{k - 1}").exists():
+                os.replace(log.with_name(f"app.log.{k - 1}"), log.with_name(f"app.log.{k}"))
+        shutil.copyfile(log, log.with_name("app.log.1"))
+        with log.open("r+") as f:
+            f.truncate(0)
+        write(log, n, 20)
+        n += 20
+        s.tick()
+    assert numbers(sink.batches) == list(range(n))
+    assert s.logs.counters.files_truncated == 3 and s.logs.counters.lost_bytes == 0
+
+
+def test_copytruncate_without_a_copy_counts_the_loss(tmp_path: Path) -> None:
+    root, state = job(tmp_path), tmp_path / "state"
+    log = root / "logs" / "app.log"
+    sink = Collect()
+    s = shipper(root, state, sink)
+    write(log, 0, 10)
+    s.tick()
+    write(log, 10, 5)
+    s.logs._reconcile(s.logs.scan())  # the shipper saw the 5 new lines' size, not their bytes
+    with log.open("r+") as f:
+        f.truncate(0)
+    write(log, 100, 3)
+    s.tick()
+    assert numbers(sink.batches) == [*range(10), 100, 101, 102]
+    assert s.logs.counters.lost_bytes == 5 * len("line 00000000 \n")
+    assert s.logs.counters.files_truncated == 1
+
+
+def test_compressed_rotations_are_skipped(tmp_path: Path) -> None:
+    root, state = job(tmp_path), tmp_path / "state"
+    write(root / "logs" / "app.log", 0, 5)
+    with gzip.open(root / "logs" / "app.log.1.gz", "wt") as f:
+        f.write("line 99999999 old\n")
+    sink = Collect()
+    s = shipper(root, state, sink)
+    s.tick()
+    assert numbers(sink.batches) == list(range(5))
+    assert s.logs.counters.skipped == {"compressed": 1}
+
+
+def test_a_new_file_at_an_old_inode_is_a_new_file(tmp_path: Path) -> None:
+    root, state = job(tmp_path), tmp_path / "state"
+    log = root / "logs" / "app.log"
+    write(log, 0, 50)
+    sink = Collect()
+    shipper(root, state, sink).tick()
+    store = CheckpointStore(state)
+    (cp,) = store.files.values()
+    # forge the checkpoint of a file that had other first bytes at this inode (inode reuse)
+    cp.fp = "0" * 40
+    store.save()
+    again = Collect()
+    shipper(root, state, again).tick()
+    assert numbers(again.batches) == list(range(50))
+
+
+# -- safety --------------------------------------------------------------------------------------
+
+
+def test_fifo_socket_and_outward_symlink_are_skipped(tmp_path: Path) -> None:
+    root, state = job(tmp_path), tmp_path / "state"
+    write(root / "logs" / "app.log", 0, 3)
+    os.mkfifo(root / "logs" / "pipe.log")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(root / "logs" / "s.sock"))
+    outside = tmp_path / "secret.txt"
+    outside.write_text("root:x:0:0:root\n")
+    (root / "logs" / "passwd.log").symlink_to(outside)
+    (root / "logs" / "dir-link").symlink_to(tmp_path)
+    (root / "logs" / "inside.log").symlink_to(root / "logs" / "app.log")
+    sink = Collect()
+    s = shipper(root, state, sink)
+    s.tick()  # returns: a FIFO is never opened
+    sock.close()
+    assert numbers(sink.batches) == [0, 1, 2]  # the inside link is the same file: read once
+    assert all("root:x" not in line for b in sink.batches for line in b.lines)
+    assert s.logs.counters.skipped == {"not_regular": 2, "symlink_outside": 2}
+
+
+# -- spool and delivery ----------------------------------------------------------------------------
+
+
+class FakeFuture:
+    def __init__(self, exc: Exception | None) -> None:
+        self.is_done = True
+        self.exception = exc
+
+    def succeeded(self) -> bool:
+        return self.exception is None
+
+
+class FakeProducer:
+    """Records what it accepted; `down` makes every send fail; `limit` rejects bigger records."""
+
+    def __init__(self, broker: FakeBroker) -> None:
+        self.broker = broker
+        self.closed = False
+
+    def send(self, topic: str, value: bytes, key: bytes | None = None) -> FakeFuture:
+        if self.broker.down:
+            raise KafkaTimeoutError("no metadata")
+        if len(value) > self.broker.limit:
+            return FakeFuture(MessageSizeTooLargeError())
+        self.broker.topics.setdefault(topic, []).append(value)
+        return FakeFuture(None)
+
+    def flush(self, timeout: float | None = None) -> None:
+        pass
+
+    def close(self, timeout: float | None = None) -> None:
+        self.closed = True
+
+
+class FakeBroker:
+    def __init__(self) -> None:
+        self.down = False
+        self.limit = 1 << 30
+        self.topics: dict[str, list[bytes]] = {}
+        self.producers = 0
+
+    def producer(self) -> FakeProducer:
+        self.producers += 1
+        return FakeProducer(self)
+
+    def lines(self) -> list[int]:
+        out: list[LogBatch] = []
+        for values in self.topics.values():
+            for v in values:
+                ev = decode_event(v)
+                if isinstance(ev, LogBatch):
+                    out.append(ev)
+        return numbers(out)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_outage_goes_to_the_spool_and_drains_in_order(tmp_path: Path) -> None:
+    root, state = job(tmp_path), tmp_path / "state"
+    log = root / "logs" / "app.log"
+    broker, clock = FakeBroker(), Clock()
+    sender = ReliableSender("x:1", spool=Spool(tmp_path / "spool", 1 << 30), producer_factory=broker.producer,
+                            clock=clock)
+    s = FolderShipper(root, deliver=sender.deliver, job_id="j1", clock=CLOCK, state_dir=state)
+    write(log, 0, 100)
+    s.tick()
+    broker.down = True
+    for k in range(5):
+        write(log, 100 + 100 * k, 100)
+        s.tick()
+        clock.t += 60
+    assert broker.lines() == list(range(100)) and sender.spool is not None and sender.spool.size() > 0
+    assert sender.counters.producer_rebuilds >= 1 and not sender.healthy
+    broker.down = False
+    clock.t += 60
+    write(log, 600, 10)
+    s.tick()
+    assert broker.lines() == list(range(610))
+    assert not sender.spool and sender.healthy
+    # the checkpoints were committed while the broker was down (the spool held the lines)
+    again = Collect()
+    shipper(root, state, again).tick()
+    assert again.batches == []
+
+
+def test_spool_cap_drops_are_counted_and_equal_the_missing_lines(tmp_path: Path) -> None:
+    root, state = job(tmp_path), tmp_path / "state"
+    log = root / "logs" / "app.log"
+    broker, clock = FakeBroker(), Clock()
+    sender = ReliableSender("x:1", spool=Spool(tmp_path / "spool", 64 << 10), producer_factory=broker.producer,
+                            clock=clock)
+    s = FolderShipper(root, deliver=sender.deliver, job_id="j1", clock=CLOCK, state_dir=state, batch_lines=100)
+    broker.down = True
+    total = 0
+    for _k in range(10):
+        write(log, total, 400, width=20)
+        total += 400
+        s.tick()
+        clock.t += 60
+    broker.down = False
+    clock.t += 60
+    s.tick()
+    assert sender.drain(10)
+    got = broker.lines()
+    assert got == sorted(got) and len(set(got)) == len(got)
+    dropped = sender.counters.dropped_lines.get("spool_full", 0)
+    assert dropped > 0 and dropped == total - len(got)
+
+
+def test_spool_survives_a_restart_and_cuts_a_torn_record(tmp_path: Path) -> None:
+    sp = Spool(tmp_path / "sp", 1 << 20)
+    recs = [Record("t", b"k", f"v{i}".encode(), i) for i in range(5)]
+    assert sp.append(recs) == []
+    seg = next((tmp_path / "sp").glob("*.seg"))
+    with seg.open("ab") as f:
+        f.write(b"\x00\x01garbage")  # a crash mid-append
+    sp2 = Spool(tmp_path / "sp", 1 << 20)
+    got = sp2.peek()
+    assert [r.value for r, _p in got] == [f"v{i}".encode() for i in range(5)]
+    sp2.advance(got[1][1])
+    sp3 = Spool(tmp_path / "sp", 1 << 20)
+    assert [r.value for r, _p in sp3.peek()] == [b"v2", b"v3", b"v4"]
+    sp3.advance(sp3.peek()[-1][1])
+    assert not sp3 and sp3.append([Record("t", None, b"x")]) == []
+    assert [(r.key, r.value) for r, _p in Spool(tmp_path / "sp", 1 << 20).peek()] == [(None, b"x")]
+
+
+def test_big_batches_are_split_under_the_record_limit_and_a_broker_rejection_splits_again(tmp_path: Path) -> None:
+    root, state = job(tmp_path), tmp_path / "state"
+    write(root / "logs" / "big.log", 0, 500, width=12_000)  # 6 MB in one 500-line batch
+    broker = FakeBroker()
+    sender = ReliableSender("x:1", spool=Spool(tmp_path / "spool", 1 << 30), producer_factory=broker.producer)
+    s = FolderShipper(root, deliver=sender.deliver, job_id="j1", clock=CLOCK, state_dir=state)
+    s.tick()
+    assert broker.lines() == list(range(500))
+    assert sender.counters.batches_split > 0
+    assert max(len(v) for vs in broker.topics.values() for v in vs) <= sender.max_record_bytes
+    # a broker with a smaller limit than ours: rejected records are split further, nothing is lost
+    broker.topics.clear()
+    broker.limit = 300_000
+    write(root / "logs" / "big.log", 500, 200, width=12_000)
+    s.tick()
+    assert broker.lines() == list(range(500, 700))
+    assert sender.counters.dropped_lines == {}
+
+
+def test_a_giant_line_is_cut_with_a_note_and_heartbeats_go_on(tmp_path: Path) -> None:
+    root, state = job(tmp_path), tmp_path / "state"
+    log = root / "logs" / "app.log"
+    write(log, 0, 3)
+    with log.open("a") as f:
+        f.write("line 00000003 " + "y" * (20 << 20) + "\n")
+    write(log, 4, 3)
+    broker = FakeBroker()
+    sender = ReliableSender("x:1", spool=Spool(tmp_path / "spool", 1 << 30), producer_factory=broker.producer)
+    s = FolderShipper(root, deliver=sender.deliver, job_id="j1", clock=CLOCK, state_dir=state,
+                      max_bytes_per_tick=64 << 20)
+    while True:
+        s.tick()
+        if not s.more:
+            break
+    assert broker.lines() == list(range(7))
+    batches = [decode_event(v) for vs in broker.topics.values() for v in vs]
+    assert sum(b.truncated_lines for b in batches if isinstance(b, LogBatch)) == 1
+    assert s.logs.counters.lines_cut == 1
+    assert sum(1 for b in batches if b.kind == "heartbeat") == s.counters.heartbeats >= 1
+
+
+def test_split_batch_keeps_offsets_and_line_numbers() -> None:
+    b = LogBatch(job_id="j", event_time=CLOCK(), lines=["a", "bb", "ccc"], offsets=[0, 2, 5], first_line_no=7,
+                 truncated_lines=1)
+    x, y = split_batch(b)
+    assert (x.lines, x.offsets, x.first_line_no) == (["a"], [0], 7)
+    assert (y.lines, y.offsets, y.first_line_no) == (["bb", "ccc"], [2, 5], 8)
+    assert x.truncated_lines + y.truncated_lines == 1
+
+
+def test_without_a_spool_a_failed_delivery_keeps_the_checkpoint(tmp_path: Path) -> None:
+    root, state = job(tmp_path), tmp_path / "state"
+    write(root / "logs" / "a.log", 0, 20)
+    broker, clock = FakeBroker(), Clock()
+    broker.down = True
+    sender = ReliableSender("x:1", spool=None, producer_factory=broker.producer, clock=clock)
+    s = FolderShipper(root, deliver=sender.deliver, job_id="j1", clock=CLOCK, state_dir=state)
+    s.tick()
+    assert s.counters.deliveries_failed == 1
+    broker.down = False
+    clock.t += 100
+    s.tick()
+    assert broker.lines() == list(range(20))
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_spool_rejects_in_order_when_full(tmp_path: Path, n: int) -> None:
+    sp = Spool(tmp_path / "sp", 100)
+    recs = [Record("t", None, b"x" * 40, 1) for _ in range(n)]
+    rejected = sp.append(recs)
+    assert len(rejected) == max(0, n - 1)
