@@ -442,3 +442,55 @@ def test_spool_rejects_in_order_when_full(tmp_path: Path, n: int) -> None:
     recs = [Record("t", None, b"x" * 40, 1) for _ in range(n)]
     rejected = sp.append(recs)
     assert len(rejected) == max(0, n - 1)
+
+
+# -- the real broker -------------------------------------------------------------------------------
+
+
+def _topic_lines(bootstrap: str, catalog) -> tuple[list[int], int, int]:
+    """(line numbers on the log topic, log batches cut, heartbeats) read back from the broker."""
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(catalog.topic_for_kind("log_batch"), catalog.topic_for_kind("heartbeat"),
+                             bootstrap_servers=bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=5000,
+                             enable_auto_commit=False, fetch_max_bytes=64 << 20, max_partition_fetch_bytes=16 << 20)
+    batches: list[LogBatch] = []
+    heartbeats = 0
+    for record in consumer:
+        ev = decode_event(record.value)
+        if isinstance(ev, LogBatch):
+            batches.append(ev)
+        else:
+            heartbeats += 1
+    consumer.close()
+    batches.sort(key=lambda b: b.offsets[0] if b.offsets else 0)
+    return numbers(batches), sum(b.truncated_lines for b in batches), heartbeats
+
+
+@pytest.mark.kafka
+def test_ship_cli_big_lines_giant_line_and_sigterm_drain(kafka_bootstrap: str, kafka_catalog, tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = job(tmp_path)
+    log = root / "logs" / "big.log"
+    write(log, 0, 500, width=12_000)  # 6 MB: over the topic's 4 MiB limit as one batch
+    with log.open("a") as f:
+        f.write("line 00000500 " + "z" * (20 << 20) + "\n")
+    write(log, 501, 99)
+    env = dict(os.environ, RLHEALTH_TOPIC_PREFIX=kafka_catalog.prefix)
+    proc = subprocess.Popen([sys.executable, "-m", "rlhealth", "ship", str(root), "--bootstrap", kafka_bootstrap,
+                             "--job-id", "j1", "--interval", "0.2", "--state-dir", str(tmp_path / "state")],
+                            env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (tmp_path / "state" / "checkpoints.json").exists():
+        time.sleep(0.2)
+    write(log, 600, 10)  # written just before SIGTERM: drained on the way out
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    got, cut, heartbeats = _topic_lines(kafka_bootstrap, kafka_catalog)
+    assert sorted(got) == list(range(610)) and len(got) == 610, err
+    assert cut == 1 and heartbeats >= 2
