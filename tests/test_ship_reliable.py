@@ -494,3 +494,31 @@ def test_ship_cli_big_lines_giant_line_and_sigterm_drain(kafka_bootstrap: str, k
     got, cut, heartbeats = _topic_lines(kafka_bootstrap, kafka_catalog)
     assert sorted(got) == list(range(610)) and len(got) == 610, err
     assert cut == 1 and heartbeats >= 2
+
+
+def test_watch_and_probe_skip_fifos_and_outward_symlinks(tmp_path: Path) -> None:
+    from rlhealth.sources.capture import open_capture
+    from rlhealth.sources.follow import CaptureFollower
+
+    root = job(tmp_path)
+    write(root / "logs" / "app.log", 0, 3)
+    os.mkfifo(root / "logs" / "pipe.log")
+    (root / "gpu").mkdir()
+    os.mkfifo(root / "gpu" / "host1.csv")
+    os.mkfifo(root / "state.jsonl")
+    os.mkfifo(root / "job.json")
+    outside = tmp_path / "secret.txt"
+    outside.write_text("root:x:0:0:root\n")
+    (root / "logs" / "passwd.log").symlink_to(outside)
+    (root / "capture.json").write_text('{"job_id": "j1", "cluster": "c", "scheduler": "other", '
+                                       '"captured_at": "2026-10-14T16:20:00Z"}')
+    f = CaptureFollower(root, clock=CLOCK)
+    events = f.poll() + f.poll()  # returns: no FIFO is opened
+    batches = [e for e in events if isinstance(e, LogBatch)]
+    assert numbers(batches) == [0, 1, 2]
+    skipped = {p.path for p in f._cap.problems if "not a regular file" in p.note or "symlink" in p.note}
+    assert {"logs/pipe.log", "gpu/host1.csv", "logs/passwd.log"} <= skipped
+    cap = open_capture(root)
+    evs = list(cap.events())
+    assert numbers([e for e in evs if isinstance(e, LogBatch)]) == [0, 1, 2]
+    assert all("root:x" not in line for e in evs if isinstance(e, LogBatch) for line in e.lines)

@@ -44,6 +44,7 @@ from rlhealth.sources.capture import (
     parse_state_line,
     pod_snapshot_poll,
     read_capture_info,
+    unsafe_reason,
 )
 from rlhealth.sources.harbor import TrialDirWatcher
 from rlhealth.sources.logfiles import LogReader, TailReader, slurm_leg_order, source_for
@@ -162,6 +163,8 @@ class CaptureFollower:
             return []
         self._sacct_sig = sig
         try:
+            if unsafe_reason(sp, self.path) is not None:
+                return []
             legs = slurm.parse_sacct(sp.read_bytes().decode("utf-8", errors="replace")).legs
         except OSError:
             return []

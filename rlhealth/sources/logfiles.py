@@ -33,6 +33,7 @@ from __future__ import annotations
 import glob as _glob
 import os
 import re
+import stat as _stat
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -173,7 +174,10 @@ class TailReader:
                 self.more = True
                 break
             # Open per chunk: a capture merge keeps hundreds of these generators suspended,
-            # and none of them may hold a file descriptor while it waits.
+            # and none of them may hold a file descriptor while it waits. Only regular files:
+            # opening a FIFO would block until a writer appears.
+            if not _stat.S_ISREG(os.stat(self.path).st_mode):
+                break
             with open(self.path, "rb") as f:
                 if self.ino is None:
                     self.ino = os.fstat(f.fileno()).st_ino
