@@ -522,3 +522,76 @@ def test_watch_and_probe_skip_fifos_and_outward_symlinks(tmp_path: Path) -> None
     evs = list(cap.events())
     assert numbers([e for e in evs if isinstance(e, LogBatch)]) == [0, 1, 2]
     assert all("root:x" not in line for e in evs if isinstance(e, LogBatch) for line in e.lines)
+
+
+# -- redaction and job-spec validation ----------------------------------------------------------------
+
+LEAKED_FORMS = [
+    ("\x1b[1;33mWANDB_API_KEY\x1b[0m=0123456789abcdef", "0123456789abcdef"),
+    ("\x1b[31mpassword\x1b[0m: hunter2hunter2", "hunter2hunter2"),
+    ("python train.py --aws-secret-access-key wJalrXUtnFEMIK7MDENGbPxRfiCY", "wJalrXUtnFEMIK7MDENGbPxRfiCY"),
+    ("python train.py --wandb-key=abcdef0123456789", "abcdef0123456789"),
+    ("WANDB_KEY=abcdef0123456789 python x.py", "abcdef0123456789"),
+    ('{"wandb": {"key": "abcdef0123456789"}}', "abcdef0123456789"),
+    ("  key: abcdef0123456789", "abcdef0123456789"),
+    ("aws_secret_access_key: wJalrXUtnFEMIK7MDENG", "wJalrXUtnFEMIK7MDENG"),
+    ("export MY_SERVICE_CREDENTIALS=s3cr3tvalue", "s3cr3tvalue"),
+]
+
+
+@pytest.mark.parametrize("line,secret", LEAKED_FORMS)
+def test_every_leaked_form_is_masked_in_shipped_batches(tmp_path: Path, line: str, secret: str) -> None:
+    root, state = job(tmp_path), tmp_path / "state"
+    (root / "logs" / "app.log").write_text(f"2026-10-14 16:19:00 INFO start\n{line}\nafter\n")
+    sink = Collect()
+    shipper(root, state, sink).tick()
+    text = "\n".join(line for b in sink.batches for line in b.lines)
+    assert "after" in text and secret not in text and "[REDACTED]" in text
+
+
+def test_ordinary_lines_with_colour_codes_are_shipped_unchanged(tmp_path: Path) -> None:
+    from rlhealth.sources.redact import redact
+
+    for line in ["\x1b[32mINFO\x1b[0m step 5 loss=0.3", "max_tokens=4096 tokenizer=qwen --max-tokens 8",
+                 "monkey=banana"]:
+        assert redact(line) == line
+
+
+def test_config_and_job_spec_secrets_never_reach_the_spec(tmp_path: Path) -> None:
+    import orjson
+
+    from rlhealth.schemas.events import JobSpec
+
+    root, state = job(tmp_path), tmp_path / "state"
+    (root / "config").mkdir()
+    (root / "config" / "train.yaml").write_text(
+        "trainer:\n  password: hunter2hunter2\n  aws_secret_access_key: wJalrXUtnFEMIK7MDENG\n"
+        "  db: postgres://u:pw12345@db/x\n  max_tokens: 4096\nwandb:\n  key: abcdef0123456789\n  project: p\n")
+    (root / "job.json").write_text(orjson.dumps({"config": {"hf_token": "hf_abcdefghijklmnopqrstu",
+                                                            "run_name": "r1"}}).decode())
+    sink = Collect()
+    shipper(root, state, sink).tick()
+    (spec,) = [e for e in sink.events if isinstance(e, JobSpec)]
+    dumped = spec.model_dump_json()
+    for secret in ("hunter2hunter2", "wJalrXUtnFEMIK7MDENG", "pw12345", "abcdef0123456789", "hf_abcdefghij"):
+        assert secret not in dumped
+    assert spec.config["trainer.max_tokens"] == 4096 and spec.config["wandb.project"] == "p"
+    assert spec.config["run_name"] == "r1" and spec.config["wandb.key"] == "[REDACTED]"
+
+
+def test_job_spec_counts_are_validated_with_a_clear_error(tmp_path: Path) -> None:
+    import orjson
+
+    from rlhealth.schemas.events import JobSpec
+    from rlhealth.sources.follow import CaptureFollower
+
+    root = job(tmp_path)
+    (root / "job.json").write_text(orjson.dumps({
+        "geometry": {"num_inference_engines": 10**9, "engine_tp": 8},
+        "hardware": {"nodes": -3, "gpus_per_node": 8}, "rollout": {"n_concurrent_trials": 64}}).decode())
+    f = CaptureFollower(root, job_id="j1", clock=CLOCK)
+    (spec,) = [e for e in f.poll() if isinstance(e, JobSpec)]
+    assert spec.geometry.num_inference_engines is None and spec.hardware.nodes is None
+    assert spec.rollout.n_concurrent_trials == 64
+    notes = " | ".join(p.note for p in f.problems if p.path == "job.json")
+    assert "geometry.num_inference_engines=1000000000" in notes and "hardware.nodes=-3" in notes

@@ -56,7 +56,7 @@ from rlhealth.schemas.events import (
 from rlhealth.sources import harbor, kubectl, slurm
 from rlhealth.sources.logfiles import CHUNK_BYTES, LogReader, slurm_leg_order, source_for
 from rlhealth.sources.nvidia_smi import GpuCsvParser, attach_apps, parse_compute_apps_csv
-from rlhealth.sources.redact import redact
+from rlhealth.sources.redact import redact, redact_config
 from rlhealth.sources.resolved_config import load_config_files, spec_facts
 
 SHIPPER = "capture"
@@ -364,8 +364,10 @@ class Capture:
                     try:
                         fields[k] = models[k].model_validate(v).model_dump(exclude_none=True, exclude_defaults=True)
                     except ValidationError as exc:
+                        err = exc.errors()[0]
+                        where = ".".join(str(x) for x in (k, *err["loc"]))
                         self._problem("job.json", "parse_error", None,
-                                      f"job.json {k} ignored: {exc.errors()[0]['msg']}")
+                                      f"job.json {k} ignored: {where}={err.get('input')!r}: {err['msg']}")
                 elif k in ("expected_step_s", "new_or_untested", "max_retries", "enforce_eager", "started_at",
                            "config"):
                     fields[k] = v
@@ -387,7 +389,8 @@ class Capture:
         cfg = dict(flat)
         if isinstance(fields.get("config"), dict):
             cfg.update(fields["config"])
-        fields["config"] = cfg
+        # credentials never leave the node: secret-looking keys and secrets inside values are masked
+        fields["config"] = redact_config(cfg)
         base = dict(job_id=self.info.job_id, event_time=event_time or self.info.captured_at,
                     source=self._source("job.json"))
         try:

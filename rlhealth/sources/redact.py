@@ -85,7 +85,13 @@ MARKERS: tuple[bytes, ...] = (
     # Bearer <6+ token chars>
     _ci(rb"bearer") + _WS + rb"+[A-Za-z0-9._~+/=-]{6}",
     # --...api-key / token / secret / password flags followed by = or a space
-    rb"--(?:[a-zA-Z0-9-]*-)?" + _ci(rb"(?:api[-_]?key|token|secret|password|passwd)") + rb"(?:=|" + _WS + rb")",
+    rb"--(?:[a-zA-Z0-9_-]*[-_])?" + _ci(rb"(?:api[-_]?key|key|token|secret|password|passwd|credentials?)")
+    + rb"(?:=|" + _WS + rb")",
+    # a name segment "key" (WANDB_KEY=..., wandb.key: ...)
+    _ci(rb"key") + rb"[\"']?" + _WS + rb"*[=:]",
+    # a credential word wrapped in ANSI colour codes (``\x1b[1mAPI_KEY\x1b[0m=...``): the
+    # substitutions run on the line with its ANSI codes stripped
+    (_CRED_WORD + rb"|" + _ci(rb"key")).join([rb"(?:", rb")[\"']?\x1b\[[0-9;?]*[ -/]*[@-~]"]),
     # NAME=value / NAME: value / "name": "value" where NAME ends in a credential word
     _CRED_WORD + rb"[\"']?" + _WS + rb"*[=:]",
     # known token shapes (case-sensitive, like their substitution)
@@ -222,7 +228,7 @@ def default_redactor() -> Redactor:
 
 
 _SECRET_NAME = (
-    r"(?:[A-Za-z0-9_.-]*?(?:api[_-]?key|apikey|access[_-]?key(?:[_-]?id)?|secret[_-]?access[_-]?key|"
+    r"(?:(?:[A-Za-z0-9_.-]*[_.-])?key|[A-Za-z0-9_.-]*?(?:api[_-]?key|apikey|access[_-]?key(?:[_-]?id)?|secret[_-]?access[_-]?key|"
     r"secret[_-]?key|client[_-]?secret|private[_-]?key|auth[_-]?token|access[_-]?token|refresh[_-]?token|"
     r"session[_-]?token|token|secret|passw(?:or)?d|passwd|pwd|credentials?))"
 )
@@ -240,7 +246,8 @@ _SUBS: list[tuple[re.Pattern[str], str]] = [
     # --api-key VALUE / --token=VALUE / --password VALUE
     (
         re.compile(
-            r"(?i)(--(?:[a-z0-9-]*-)?(?:api[-_]?key|token|secret|password|passwd)(?:=|\s+))([^\s\"']+)"
+            r"(?i)(--(?:[a-z0-9_-]*[-_])?(?:api[-_]?key|key|token|secret|password|passwd|credentials?)(?:=|\s+))"
+            r"(?!\[REDACTED\])([^\s\"']+)"
         ),
         r"\1" + MASK,
     ),
@@ -277,10 +284,44 @@ def redact(line: str) -> str:
     return _redact_one(line)
 
 
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+
+
 def _redact_one(line: str) -> str:
+    """Mask one line. A line with ANSI codes is masked with them stripped (a colour code between a
+    key name and its value must not hide the value); it is returned as is when nothing was masked."""
+    text = _ANSI_RE.sub("", line) if "\x1b" in line else line
+    new = text
     for pattern, repl in _SUBS:
-        line = pattern.sub(repl, line)
-    return line
+        new = pattern.sub(repl, new)
+    return line if new == text else new
+
+
+_SECRET_SEGMENT = re.compile(
+    r"(?i)^(?:.*[_-])?(?:key|api[_-]?key|apikey|token|secret|passw(?:or)?d|pwd|credentials?|auth)$"
+    r"|(?:api[_-]?key|access[_-]?key|secret|password|passwd|credential|private[_-]?key|auth[_-]?token"
+    r"|access[_-]?token|refresh[_-]?token|session[_-]?token)")
+
+
+def secret_key_name(name: str) -> bool:
+    """A config key (dotted path allowed: ``wandb.key``) whose value is a credential: a segment
+    that is or ends in key/token/secret/password/credential(s), or contains a credential phrase
+    (``aws_secret_access_key``, ``hf_api_key``). ``max_tokens``, ``tokenizer``, ``key_fn`` stay."""
+    return any(_SECRET_SEGMENT.search(seg) for seg in re.split(r"[./]", name) if seg)
+
+
+def redact_config(value: object, name: str = "") -> object:
+    """A config mapping (or list, or scalar) with every credential masked: values under a secret
+    key name (see `secret_key_name`), and secrets inside any string value (`redact`)."""
+    if isinstance(value, dict):
+        return {k: redact_config(v, f"{name}.{k}" if name else str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_config(v, name) for v in value]
+    if name and secret_key_name(name.rsplit(".", 1)[-1]) and value not in (None, "", True, False):
+        return MASK
+    if isinstance(value, str):
+        return _redact_one(value)
+    return value
 
 
 def redact_lines(lines: list[str]) -> int:
@@ -291,4 +332,5 @@ def redact_lines(lines: list[str]) -> int:
     return default_redactor().redact_lines(lines)
 
 
-__all__ = ["MARKERS", "MASK", "Redactor", "default_redactor", "might_contain_secret", "redact", "redact_lines"]
+__all__ = ["MARKERS", "MASK", "Redactor", "default_redactor", "might_contain_secret", "redact", "redact_config",
+           "redact_lines", "secret_key_name"]
