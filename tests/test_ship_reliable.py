@@ -595,3 +595,73 @@ def test_job_spec_counts_are_validated_with_a_clear_error(tmp_path: Path) -> Non
     assert spec.rollout.n_concurrent_trials == 64
     notes = " | ".join(p.note for p in f.problems if p.path == "job.json")
     assert "geometry.num_inference_engines=1000000000" in notes and "hardware.nodes=-3" in notes
+
+
+# -- exactly once as seen by the core ------------------------------------------------------------------
+
+
+def _fold(batches: list[LogBatch]):
+    from rlhealth.runtime import build_core
+
+    core = build_core()
+    state = core.new_state("j1")
+    for b in batches:
+        state, _f = core.step(state, b, CLOCK())
+    return core, state
+
+
+def test_resent_batches_change_no_count_and_no_verdict(tmp_path: Path) -> None:
+    root, state_dir = job(tmp_path), tmp_path / "state"
+    log = root / "logs" / "pod_rank0.log"
+    lines = [f"2026-10-14 16:{m:02d}:00 INFO step {m} loss=0.5" for m in range(10)]
+    lines.insert(5, "2026-10-14 16:05:30 ERROR torch.distributed.DistBackendError: NCCL error in: watchdog timeout")
+    clean, resent = Collect(), Collect()
+    for i, line in enumerate(lines):
+        with log.open("a") as f:
+            f.write(line + "\n")
+        if i % 3 == 0:
+            shipper(root, tmp_path / "clean", clean).tick()
+            # the "crashing" shipper delivers, then dies before committing: every batch goes out twice
+            s = shipper(root, state_dir, resent)
+            events = s.logs.poll()
+            resent.batches.extend(b for b, _m in events)
+            s.logs.rewind()
+            s.tick()
+    shipper(root, tmp_path / "clean", clean).tick()
+    shipper(root, state_dir, resent).tick()
+    assert len(numbers_any(resent.batches)) > len(numbers_any(clean.batches))  # duplicates on the wire
+    core, a = _fold(clean.batches)
+    _core, b = _fold(resent.batches)
+    assert a.lines == b.lines == len(lines) and a.events == b.events
+    assert {k: v.lines for k, v in a.streams.items()} == {k: v.lines for k, v in b.streams.items()}
+    assert {k: v.count for k, v in a.signals.items()} == {k: v.count for k, v in b.signals.items()}
+    va, vb = core.judge(a, CLOCK()), core.judge(b, CLOCK())
+    assert va.model_dump(exclude={"produced_at"}) == vb.model_dump(exclude={"produced_at"})
+
+
+def numbers_any(batches: list[LogBatch]) -> list[str]:
+    return [line for b in batches for line in b.lines]
+
+
+def test_folded_lines_are_dropped_by_line_range_even_out_of_order() -> None:
+    from rlhealth.agents import ingest
+    from rlhealth.agents.state import JobHealth
+    from rlhealth.schemas import Source
+
+    st = JobHealth(job_id="j")
+    src = Source(stream="logs/a.log")
+
+    def batch(first: int, n: int, fid: str = "f#0") -> LogBatch:
+        return LogBatch(job_id="j", event_time=CLOCK(), source=src, lines=[f"l{first + i}" for i in range(n)],
+                        offsets=[10 * (first + i) for i in range(n)], first_line_no=first, file_id=fid)
+
+    assert ingest.drop_folded_lines(st, batch(10, 5)) is not None  # 10..14
+    assert ingest.drop_folded_lines(st, batch(0, 5)) is not None  # 0..4 arrives late: still new
+    assert ingest.drop_folded_lines(st, batch(0, 5)) is None  # a resend
+    part = ingest.drop_folded_lines(st, batch(3, 10))  # 3..12: only 5..9 are new
+    assert part is not None and part.lines == [f"l{i}" for i in range(5, 10)] and part.first_line_no == 5
+    assert part.offsets == [50, 60, 70, 80, 90]
+    assert ingest.drop_folded_lines(st, batch(0, 15)) is None
+    assert ingest.drop_folded_lines(st, batch(0, 3, fid="f#1")) is not None  # truncated: a new file id
+    plain = LogBatch(job_id="j", event_time=CLOCK(), source=src, lines=["x"], first_line_no=0)
+    assert ingest.drop_folded_lines(st, plain) is plain  # captures and replays carry no file id

@@ -37,6 +37,11 @@ class LogBatch(EventBase):
     ts: list[UtcDatetime | None] | None = None
     truncated_lines: int = Field(default=0, ge=0, description="lines cut to MAX_LINE_CHARS by the shipper")
     invalid_utf8_lines: int = Field(default=0, ge=0, description="lines that had bytes replaced when decoding")
+    file_id: str | None = Field(
+        default=None, max_length=200,
+        description="identity of the file the lines were read from (a shipper's device:inode:fingerprint, "
+                    "new after a truncation); with source.stream and first_line_no it names each line, so a "
+                    "consumer drops lines it already folded (a resend after a crash or an outage)")
 
     @model_validator(mode="after")
     def _columns_line_up(self) -> LogBatch:

@@ -69,6 +69,7 @@ class FileCheckpoint:
     size: int = 0  # size at the last look
     seq: int = 0  # order of first sight: older files are read first
     copy_of: str | None = None  # a copytruncate copy: read from `offset` only once its source is truncated
+    gen: int = 0  # truncations seen: batches carry file_id "<fid>#<gen>" (line numbers restart at 0)
     done: bool = False  # fully read and no longer written (a finished copy)
 
 
@@ -323,6 +324,7 @@ class LogFollower:
             except OSError:
                 pass
             cp.offset, cp.line_no, cp.skipping = 0, 0, False
+            cp.gen += 1
             self._readers.pop(cp.fid, None)
 
     def _next_seq(self) -> int:
@@ -376,6 +378,8 @@ class LogFollower:
             self.counters.lines_cut += r.truncated_lines - before_cut
             if not batches:
                 continue
+            file_id = f"{cp.fid}#{cp.gen}"
+            batches = [b.model_copy(update={"file_id": file_id}) for b in batches]
             for b in batches[:-1]:
                 out.append((b, None))
             out.append((batches[-1], Mark(cp.fid, r.tail.offset, r.tail.line_no, r.tail._skipping)))
