@@ -665,3 +665,28 @@ def test_folded_lines_are_dropped_by_line_range_even_out_of_order() -> None:
     assert ingest.drop_folded_lines(st, batch(0, 3, fid="f#1")) is not None  # truncated: a new file id
     plain = LogBatch(job_id="j", event_time=CLOCK(), source=src, lines=["x"], first_line_no=0)
     assert ingest.drop_folded_lines(st, plain) is plain  # captures and replays carry no file id
+
+
+def test_heartbeat_says_behind_while_the_spool_holds_records(tmp_path: Path) -> None:
+    from rlhealth.schemas.events import ShipperHeartbeat
+
+    root, state = job(tmp_path), tmp_path / "state"
+    write(root / "logs" / "app.log", 0, 50)
+    broker, clock = FakeBroker(), Clock()
+    spool = Spool(tmp_path / "spool", 1 << 30)
+    sender = ReliableSender("x:1", spool=spool, producer_factory=broker.producer, clock=clock)
+    s = FolderShipper(root, deliver=sender.deliver, job_id="j1", clock=CLOCK, state_dir=state)
+    s.pending = spool.size
+    broker.down = True
+    s.tick()
+    s.tick()
+    broker.down = False
+    clock.t += 100
+    s.tick()
+    hbs = [decode_event(v) for vs in broker.topics.values() for v in vs]
+    hbs = [h for h in hbs if isinstance(h, ShipperHeartbeat)]
+    assert [h.behind for h in hbs] == [False, True, True]
+    assert any(h.behind and (h.lag_bytes or 0) > 0 for h in hbs)
+    s.tick()
+    last = [decode_event(v) for vs in broker.topics.values() for v in vs][-1]
+    assert isinstance(last, ShipperHeartbeat) and last.behind is False

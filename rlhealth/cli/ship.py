@@ -81,6 +81,8 @@ def ship(directory: Path, bootstrap: str, job_id: str | None, interval_secs: flo
         click.echo(f"rlhealth ship: {exc}", err=True)
         sys.exit(2)
 
+    if spool is not None:
+        shipper.pending = spool.size
     if metrics_port is not None:
         from rlhealth.sinks.prometheus import serve_snapshot
 

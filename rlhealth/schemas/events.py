@@ -191,6 +191,8 @@ class ShipperHeartbeat(EventBase):
     sources: list[str] = Field(default_factory=list, max_length=1024)
     interval_s: float = 30.0
     stopping: bool = False
+    behind: bool = Field(default=False, description="the shipper has a backlog (unread log bytes or a spool)")
+    lag_bytes: int | None = Field(default=None, ge=0, description="log bytes written and not yet delivered")
 
 
 class JobEnded(EventBase):

@@ -64,6 +64,7 @@ class FolderShipper:
                                 clock=clock)
         self.behind_bytes = behind_bytes
         self.more = False
+        self.pending: Callable[[], int] | None = None
 
     @staticmethod
     def _emit_all(emit: Callable[[EventBase], None]) -> Callable[[list[EventBase]], bool]:
@@ -111,15 +112,18 @@ class FolderShipper:
         return len(events)
 
     def behind(self) -> bool:
-        return self.more or self.logs.lag_bytes() > self.behind_bytes
+        """A backlog: more to read than one tick takes, anything waiting in the spool, or much unread."""
+        return self.more or self.pending_bytes() > 0 or self.logs.lag_bytes() > self.behind_bytes
+
+    def pending_bytes(self) -> int:
+        """Bytes delivered to a spool but not yet to the broker (`pending` is set by the caller)."""
+        return self.pending() if self.pending is not None else 0
 
     def _heartbeat_event(self, stopping: bool = False) -> ShipperHeartbeat:
         now = self.clock()
-        sources = ["logs"]
-        if self.behind():
-            sources.append(f"behind:lag_bytes={self.logs.lag_bytes()}")
+        lag = self.logs.lag_bytes() + self.pending_bytes()
         return ShipperHeartbeat(job_id=self.job_id, event_time=now, ingest_time=now, shipper=self.shipper_id,
-                                interval_s=self.interval_s, stopping=stopping, sources=sources,
+                                interval_s=self.interval_s, stopping=stopping, behind=self.behind(), lag_bytes=lag,
                                 source=Source(shipper=self.shipper_id, cluster=self.follower.info.cluster))
 
     def heartbeat(self, stopping: bool = False) -> None:
