@@ -371,10 +371,13 @@ def case_throughput(base: Path, broker: Broker, mb: int) -> None:
     if kcat is None:
         print(f"throughput     rlhealth ship {size_mb / ship_s:.1f} MB/s; kcat not installed", flush=True)
         return
-    topic = job.prefix + "kcat"
+    topic = new_job(base, broker.bootstrap, "kcat").catalog.topic_for_kind("log_batch")
     t0 = time.monotonic()
-    subprocess.run([kcat, "-P", "-b", broker.bootstrap, "-t", topic, "-X", "acks=all", "-l", str(log)], check=True,
-                   capture_output=True)
+    out = subprocess.run([kcat, "-P", "-b", broker.bootstrap, "-t", topic, "-X", "acks=all", "-l", str(log)],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        print(f"throughput     kcat failed: {out.stderr[-500:]}", flush=True)
+        return
     kcat_s = time.monotonic() - t0
     print(f"throughput     rlhealth_ship_MB_s={size_mb / ship_s:.1f} kcat_MB_s={size_mb / kcat_s:.1f} "
           f"ratio={kcat_s / ship_s:.2f} (file {size_mb:.0f} MB, process start included)", flush=True)

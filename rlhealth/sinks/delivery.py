@@ -95,7 +95,10 @@ class ReliableSender:
             "client_id": f"{CLIENT_ID}-shipper",
             "acks": "all",
             "enable_idempotence": True,
-            "linger_ms": 20,
+            "linger_ms": 50,
+            # several log batches per produce request (a record batch stays under the topic's
+            # max.message.bytes: at most max(batch_size, one record))
+            "batch_size": 2 << 20,
             "max_request_size": MAX_EVENT_BYTES * 2,
             "max_block_ms": int(max_block_s * 1000),
             "delivery_timeout_ms": 300_000,
