@@ -99,7 +99,13 @@ def ship(directory: Path, bootstrap: str, job_id: str | None, interval_secs: flo
     n = 0
     try:
         while not stop.is_set():
-            sent = shipper.tick()
+            try:
+                sent = shipper.tick()
+            except Exception as exc:  # noqa: BLE001 - e.g. the spool's disk is full: keep following
+                click.echo(f"rlhealth ship: tick failed ({type(exc).__name__}: {exc}); retrying", err=True)
+                shipper.logs.rewind()
+                sent = 0
+                stop.wait(interval_secs)
             n += 1
             if sent:
                 click.echo(f"read {sent} event(s) for {shipper.job_id}", err=True)

@@ -168,7 +168,7 @@ class ReliableSender:
         done = [False] * len(recs)
         try:
             producer = self._get_producer()
-        except KafkaError as exc:
+        except Exception as exc:  # noqa: BLE001 - no broker error may stop the shipper
             log.warning("kafka producer could not be built: %s", exc)
             self.counters.send_errors += 1
             self._failed()
@@ -178,13 +178,13 @@ class ReliableSender:
         for r in recs:
             try:
                 futures.append(producer.send(r.topic, value=r.value, key=r.key))
-            except KafkaError as exc:  # metadata not available in max_block_ms, producer closed, ...
+            except Exception as exc:  # noqa: BLE001 - metadata not available in max_block_ms, producer closed, ...
                 log.warning("kafka send failed: %s", exc)
                 broken = True
                 break
         try:
             producer.flush(timeout=self.flush_timeout_s)
-        except KafkaError as exc:
+        except Exception as exc:  # noqa: BLE001 - a timeout or a broken client: abort and spool
             log.warning("kafka flush did not complete: %s", exc)
             broken = True
         if broken:
