@@ -26,7 +26,14 @@ line stays readable and greppable):
   Hugging Face ``hf_...``, GitHub ``ghp_/gho_/ghu_/ghs_/ghr_...`` and ``github_pat_...``, AWS
   access key ids ``AKIA...``/``ASIA...``, Slack ``xox[abprs]-...``, Daytona ``dtn_...``, W&B
   ``wandb_v1_...``;
-* the password of ``scheme://user:password@host`` URLs.
+* the password of ``scheme://user:password@host`` URLs;
+* names whose segment is ``key`` (``WANDB_KEY=...``, ``wandb.key: ...``), flags ending in a credential
+  word (``--aws-secret-access-key VALUE``, ``--wandb-key=VALUE``), and all of these with ANSI colour
+  codes around the name: a line with a marker is masked with its ANSI codes stripped (and returned
+  unchanged, codes included, when nothing in it is a secret).
+
+`redact_config` masks a config mapping (the job spec's `config`, flat dotted keys or nested): every
+value under a secret-looking key name (`secret_key_name`) and secrets inside any string value.
 """
 
 from __future__ import annotations

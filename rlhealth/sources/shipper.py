@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rlhealth.schemas import EventBase, ShipperHeartbeat, Source
+from rlhealth.schemas import EventBase, JobSpec, ShipperHeartbeat, Source
 from rlhealth.sources.follow import CaptureFollower
 from rlhealth.sources.logship import CheckpointStore, LogFollower, Mark
 
@@ -100,7 +100,7 @@ class FolderShipper:
         logged = self.logs.poll()
         marks: list[Mark] = [m for _b, m in logged if m is not None]
         events.extend(b for b, _m in logged)
-        events.sort(key=lambda e: e.kind != "job_spec")  # stable: JobSpec first, every file's order kept
+        events.sort(key=lambda e: not isinstance(e, JobSpec))  # stable: JobSpec first, every file's order kept
         self.more = self.logs.more
         hb = self._heartbeat_event()
         if self._deliver([*events, hb]):
