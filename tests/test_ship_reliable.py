@@ -690,3 +690,19 @@ def test_heartbeat_says_behind_while_the_spool_holds_records(tmp_path: Path) -> 
     s.tick()
     last = [decode_event(v) for vs in broker.topics.values() for v in vs][-1]
     assert isinstance(last, ShipperHeartbeat) and last.behind is False
+
+
+def test_site_specific_secret_names_are_configurable() -> None:
+    import subprocess
+    import sys
+
+    code = ("from rlhealth.sources.redact import redact, redact_config, Redactor\n"
+            "assert redact('AZURE_SAS=sv2020abcdef') == 'AZURE_SAS=[REDACTED]'\n"
+            "assert redact('run --conn_str Server=x') == 'run --conn_str [REDACTED]'\n"
+            "assert redact('sassy=1') == 'sassy=1'\n"
+            "assert redact_config({'storage': {'sas': 'abc'}}) == {'storage': {'sas': '[REDACTED]'}}\n"
+            "for e in ('re', 'hyperscan'):\n"
+            "    assert Redactor(e).hit_lines(b'a\\nAZURE_SAS=abc\\nb') == [1]\n")
+    env = dict(os.environ, RLHEALTH_REDACT_NAMES="sas,conn_str")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr

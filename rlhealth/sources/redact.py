@@ -38,6 +38,7 @@ value under a secret-looking key name (`secret_key_name`) and secrets inside any
 
 from __future__ import annotations
 
+import os
 import re
 
 MASK = "[REDACTED]"
@@ -110,6 +111,18 @@ MARKERS: tuple[bytes, ...] = (
     # non-ASCII characters that case-fold to i, k or s
     _FOLD,
 )
+
+# Site-specific secret names, from $RLHEALTH_REDACT_NAMES (comma-separated, e.g. "sas,conn_str"):
+# `NAME=value`, `name: value`, `"name": "value"` (also as the last segment of a longer name) and
+# `--name value` are masked, and config keys of that name too.
+EXTRA_NAMES: tuple[str, ...] = tuple(
+    n.strip() for n in os.environ.get("RLHEALTH_REDACT_NAMES", "").split(",")
+    if re.fullmatch(r"[A-Za-z0-9_.-]+", n.strip()))
+if EXTRA_NAMES:
+    _names = _ci(b"(?:" + b"|".join(re.escape(n).encode() for n in EXTRA_NAMES) + b")")
+    MARKERS = (*MARKERS,
+               _names + rb"(?:[\"']|\x1b\[[0-9;?]*[ -/]*[@-~])*" + _WS + rb"*[=:]",
+               rb"--" + _names + rb"(?:=|" + _WS + rb")")
 
 
 def _combined(markers: tuple[bytes, ...]) -> bytes:
@@ -277,6 +290,13 @@ _SUBS: list[tuple[re.Pattern[str], str]] = [
     # scheme://user:password@host
     (re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+:)([^\s/@]+)(@)"), r"\1" + MASK + r"\3"),
 ]
+if EXTRA_NAMES:
+    _extra = "(?:" + "|".join(re.escape(n) for n in EXTRA_NAMES) + ")"
+    _SUBS += [
+        (re.compile(r"(?i)(\b(?:[A-Za-z0-9_.-]*[_.-])?" + _extra + r"""["']?\s*[=:]\s*["']?)(?!\[REDACTED\])"""
+                    r"""([^\s"',;&}\]]+)"""), r"\1" + MASK),
+        (re.compile(r"(?i)(--" + _extra + r"(?:=|\s+))(?!\[REDACTED\])([^\s\"']+)"), r"\1" + MASK),
+    ]
 
 
 def might_contain_secret(line: str) -> bool:
@@ -314,7 +334,8 @@ def secret_key_name(name: str) -> bool:
     """A config key (dotted path allowed: ``wandb.key``) whose value is a credential: a segment
     that is or ends in key/token/secret/password/credential(s), or contains a credential phrase
     (``aws_secret_access_key``, ``hf_api_key``). ``max_tokens``, ``tokenizer``, ``key_fn`` stay."""
-    return any(_SECRET_SEGMENT.search(seg) for seg in re.split(r"[./]", name) if seg)
+    extra = {n.lower() for n in EXTRA_NAMES}
+    return any(_SECRET_SEGMENT.search(seg) or seg.lower() in extra for seg in re.split(r"[./]", name) if seg)
 
 
 def redact_config(value: object, name: str = "") -> object:
@@ -339,5 +360,5 @@ def redact_lines(lines: list[str]) -> int:
     return default_redactor().redact_lines(lines)
 
 
-__all__ = ["MARKERS", "MASK", "Redactor", "default_redactor", "might_contain_secret", "redact", "redact_config",
-           "redact_lines", "secret_key_name"]
+__all__ = ["EXTRA_NAMES", "MARKERS", "MASK", "Redactor", "default_redactor", "might_contain_secret", "redact",
+           "redact_config", "redact_lines", "secret_key_name"]
