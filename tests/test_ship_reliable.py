@@ -706,3 +706,27 @@ def test_site_specific_secret_names_are_configurable() -> None:
     env = dict(os.environ, RLHEALTH_REDACT_NAMES="sas,conn_str")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+
+
+def test_rotation_with_immediate_gzip_loses_nothing(tmp_path: Path) -> None:
+    root, state = job(tmp_path), tmp_path / "state"
+    log = root / "logs" / "app.log"
+    sink = Collect()
+    s = shipper(root, state, sink)
+    n = 0
+    for _round in range(3):
+        write(log, n, 100)
+        n += 100
+        s.tick()
+        write(log, n, 50)  # not read yet when the file is rotated, compressed and deleted
+        n += 50
+        os.replace(log, log.with_name("app.log.1"))
+        with open(log.with_name("app.log.1"), "rb") as src, gzip.open(log.with_name("app.log.1.gz"), "wb") as dst:
+            dst.write(src.read())
+        os.unlink(log.with_name("app.log.1"))
+        write(log, n, 10)
+        n += 10
+        s.tick()
+    s.tick()
+    assert numbers(sink.batches) == list(range(n))
+    assert s.logs.counters.lost_bytes == 0 and not s.logs._fds.keys() - set(s.store.files)

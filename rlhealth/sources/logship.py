@@ -19,7 +19,9 @@ followers). How it keeps "nothing lost, nothing twice":
   (`app.log.1`, `app.log-20260101`) that starts with the same bytes is its copy, and the copy is
   read from the old offset to its end (the lines written between the copy and the truncate are
   recovered); without a copy, the bytes not yet read are counted as lost. Such a copy is never
-  shipped from its start. Compressed rotations (`.gz`, ...) are skipped.
+  shipped from its start. Compressed rotations (`.gz`, ...) are skipped. A descriptor is held on
+  every file being read, so a rotated file compressed and deleted before its tail was read is
+  still read to its end (through ``/proc/self/fd``).
 * **safety**: only regular files are read (FIFOs, sockets and devices are skipped with a note,
   and never opened); a symlink is followed only when it resolves inside the job folder.
 * **bounded**: one poll reads at most `max_bytes` in total; `more` says a backlog remains.
@@ -43,6 +45,7 @@ FP_BYTES = 1024
 COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zip", ".tar", ".lz4")
 ROTATION_SEPARATORS = (".", "-", "_")
 CHECKPOINT_FILE = "checkpoints.json"
+MAX_HELD_FILES = 512  # descriptors held on tracked files (a deleted file is read to its end through one)
 
 
 def fingerprint(path: Path | str, length: int = FP_BYTES) -> tuple[str, int]:
@@ -168,6 +171,8 @@ class LogFollower:
         self.notes: list[tuple[str, str]] = []  # (path, what happened), for the caller to log
         self._noted: set[tuple[str, str]] = set()
         self._readers: dict[str, LogReader] = {}
+        self._fds: dict[str, int] = {}  # fid -> a descriptor held on the file
+        self._orphans: set[str] = set()  # deleted files read to their end through their descriptor
         self._seq = max((c.seq for c in store.files.values()), default=0)
         self.more = False
 
@@ -279,16 +284,29 @@ class LogFollower:
                 match.size = f.st.st_size
             if match.fp_len < FP_BYTES and f.st.st_size > match.fp_len and match not in truncated:
                 match.fp, match.fp_len = fingerprint(f.path)
-        # files that are gone: what was not read is lost
+        # files that are gone: one we hold open is read to its end through its descriptor (a rotated
+        # file compressed and deleted before we read its tail); what was not read is lost
         for cp in list(files.values()):
             if cp.fid in present:
                 continue
+            fd = self._fds.get(cp.fid)
+            if fd is not None and cp.copy_of is None and not cp.done:
+                try:
+                    cp.size = os.fstat(fd).st_size
+                except OSError:
+                    cp.size = cp.offset
+                if cp.offset < cp.size:
+                    if cp.fid not in self._orphans:
+                        self._orphans.add(cp.fid)
+                        self._readers.pop(cp.fid, None)
+                    continue
             if cp.copy_of is None and not cp.done and cp.size > cp.offset:
                 self.counters.lost_bytes += cp.size - cp.offset
                 self._note_once(cp.path, f"removed with {cp.size - cp.offset} bytes unread", f"gone:{cp.fid}",
                                 skipped=False)
             del files[cp.fid]
             self._readers.pop(cp.fid, None)
+            self._close_fd(cp.fid)
         # new files: a copy of a tracked file (named like its rotation, same first bytes) is not new
         copies: dict[str, _Found] = {}
         for f in new:
@@ -332,11 +350,40 @@ class LogFollower:
         return self._seq
 
     # -- reading ----------------------------------------------------------------------------
+    def _close_fd(self, fid: str) -> None:
+        self._orphans.discard(fid)
+        fd = self._fds.pop(fid, None)
+        if fd is not None:
+            os.close(fd)
+
+    def _hold(self, cp: FileCheckpoint) -> None:
+        """Keep a descriptor on the file, so that it can be read to its end after a delete."""
+        if cp.fid in self._fds or len(self._fds) >= MAX_HELD_FILES:
+            return
+        try:
+            fd = os.open(self.root / cp.path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            return
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != (cp.dev, cp.ino) or not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            return
+        self._fds[cp.fid] = fd
+
+    def close(self) -> None:
+        for fid in list(self._fds):
+            self._close_fd(fid)
+
     def _reader(self, cp: FileCheckpoint, legs: dict[str, int]) -> LogReader:
         r = self._readers.get(cp.fid)
         if r is None:
             src = source_for(cp.stream, cluster=self.cluster, shipper=self.shipper, leg_index=legs)
-            r = LogReader(self.root / cp.path, job_id=self.job_id, source=src, batch_lines=self.batch_lines,
+            if cp.fid in self._orphans:
+                path = Path(f"/proc/self/fd/{self._fds[cp.fid]}")
+            else:
+                self._hold(cp)
+                path = self.root / cp.path
+            r = LogReader(path, job_id=self.job_id, source=src, batch_lines=self.batch_lines,
                           lookahead=False, chunk_bytes=max(4096, min(CHUNK_BYTES, self.max_bytes)))
             r.tail.offset, r.tail.line_no, r.tail._skipping = cp.offset, cp.line_no, cp.skipping
             r.tail.ino = cp.ino
@@ -365,7 +412,9 @@ class LogFollower:
             before_lines, before_bytes, before_cut = r.lines_read, r.tail.offset, r.truncated_lines
             try:
                 mtime = datetime.fromtimestamp(os.stat(r.path).st_mtime, UTC)
-                batches = list(r.read(final=False, ref_time=now, fallback_time=min(mtime, now), max_bytes=budget))
+                # a deleted file will not grow: its last line is complete as it is
+                batches = list(r.read(final=cp.fid in self._orphans, ref_time=now, fallback_time=min(mtime, now),
+                                      max_bytes=budget))
             except OSError as exc:
                 self._note_once(cp.path, f"unreadable: {str(exc)[:200]}", f"unreadable:{cp.fid}", skipped=False)
                 self._readers.pop(cp.fid, None)
