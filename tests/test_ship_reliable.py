@@ -447,21 +447,23 @@ def test_spool_rejects_in_order_when_full(tmp_path: Path, n: int) -> None:
 # -- the real broker -------------------------------------------------------------------------------
 
 
-def _topic_lines(bootstrap: str, catalog) -> tuple[list[int], int, int]:
-    """(line numbers on the log topic, log batches cut, heartbeats) read back from the broker."""
+def _topic_lines(bootstrap: str, catalog) -> tuple[list[int], int, list[bool]]:
+    """(line numbers on the log topic, lines cut, each heartbeat's `stopping`) read back from the broker."""
     from kafka import KafkaConsumer
 
     consumer = KafkaConsumer(catalog.topic_for_kind("log_batch"), catalog.topic_for_kind("heartbeat"),
                              bootstrap_servers=bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=5000,
                              enable_auto_commit=False, fetch_max_bytes=64 << 20, max_partition_fetch_bytes=16 << 20)
+    from rlhealth.schemas.events import ShipperHeartbeat
+
     batches: list[LogBatch] = []
-    heartbeats = 0
+    heartbeats: list[bool] = []
     for record in consumer:
         ev = decode_event(record.value)
         if isinstance(ev, LogBatch):
             batches.append(ev)
-        else:
-            heartbeats += 1
+        elif isinstance(ev, ShipperHeartbeat):
+            heartbeats.append(ev.stopping)
     consumer.close()
     batches.sort(key=lambda b: b.offsets[0] if b.offsets else 0)
     return numbers(batches), sum(b.truncated_lines for b in batches), heartbeats
@@ -493,7 +495,7 @@ def test_ship_cli_big_lines_giant_line_and_sigterm_drain(kafka_bootstrap: str, k
     assert proc.returncode == 0, err
     got, cut, heartbeats = _topic_lines(kafka_bootstrap, kafka_catalog)
     assert sorted(got) == list(range(610)) and len(got) == 610, err
-    assert cut == 1 and heartbeats >= 2
+    assert cut == 1 and len(heartbeats) >= 2 and heartbeats[-1] is True and heartbeats.count(True) == 1
 
 
 def test_watch_and_probe_skip_fifos_and_outward_symlinks(tmp_path: Path) -> None:
@@ -730,3 +732,33 @@ def test_rotation_with_immediate_gzip_loses_nothing(tmp_path: Path) -> None:
     s.tick()
     assert numbers(sink.batches) == list(range(n))
     assert s.logs.counters.lost_bytes == 0 and not s.logs._fds.keys() - set(s.store.files)
+
+
+def test_shipper_metrics_endpoint_serves_the_component_counters(tmp_path: Path) -> None:
+    import urllib.request
+
+    from rlhealth.cli.ship import shipper_metrics
+    from rlhealth.sinks.prometheus import serve_snapshot
+
+    root, state = job(tmp_path), tmp_path / "state"
+    write(root / "logs" / "app.log", 0, 30)
+    os.mkfifo(root / "logs" / "p.log")
+    broker, clock = FakeBroker(), Clock()
+    spool = Spool(tmp_path / "spool", 24_000)
+    sender = ReliableSender("x:1", spool=spool, producer_factory=broker.producer, clock=clock)
+    s = FolderShipper(root, deliver=sender.deliver, job_id="j1", clock=CLOCK, state_dir=state)
+    s.tick()
+    broker.down = True
+    write(root / "logs" / "app.log", 30, 2000)
+    s.tick()
+    port = serve_snapshot(lambda: shipper_metrics(s, sender), 0)
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    values = {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines()
+              if line and not line.startswith("#")}
+    assert values["rlhealth_shipper_lines_read_total"] == 2030
+    assert values["rlhealth_shipper_lines_sent_total"] == 30
+    assert values['rlhealth_shipper_lines_dropped_total{reason="spool_full"}'] > 0
+    assert values['rlhealth_shipper_files_skipped_total{reason="not_regular"}'] == 1
+    assert values["rlhealth_shipper_spooled_bytes_total"] > 0 and values["rlhealth_shipper_send_errors_total"] >= 1
+    assert values["rlhealth_shipper_checkpoint_lag_bytes"] == 0 and values["rlhealth_shipper_broker_healthy"] == 0
+    assert "rlhealth_shipper_retries_total" in values and "rlhealth_shipper_batches_sent_total" in values
