@@ -762,3 +762,19 @@ def test_shipper_metrics_endpoint_serves_the_component_counters(tmp_path: Path) 
     assert values["rlhealth_shipper_spooled_bytes_total"] > 0 and values["rlhealth_shipper_send_errors_total"] >= 1
     assert values["rlhealth_shipper_checkpoint_lag_bytes"] == 0 and values["rlhealth_shipper_broker_healthy"] == 0
     assert "rlhealth_shipper_retries_total" in values and "rlhealth_shipper_batches_sent_total" in values
+
+
+def test_folded_ranges_stay_bounded() -> None:
+    from rlhealth.agents import ingest
+    from rlhealth.agents.state import MAX_FOLDED_FILES, MAX_FOLDED_RANGES, JobHealth
+    from rlhealth.schemas import Source
+
+    st = JobHealth(job_id="j")
+    for f in range(300):
+        for k in range(20):  # every other 10-line range: 20 disjoint ranges per file
+            b = LogBatch(job_id="j", event_time=CLOCK(), source=Source(stream=f"logs/pod_rank{f % 64}.log"),
+                         lines=["x"] * 10, first_line_no=20 * k, file_id=f"64768:{1000 + f}:abcdef012345#0")
+            assert ingest.drop_folded_lines(st, b) is not None
+    assert len(st.folded) == MAX_FOLDED_FILES
+    assert all(len(r) <= MAX_FOLDED_RANGES for r in st.folded.values())
+    assert len(st.to_bytes()) < 32_000

@@ -13,8 +13,8 @@ STATE_VERSION = 2
 
 # Caps: each one bounds a buffer that would otherwise grow with the job's age or chattiness.
 MAX_STREAMS = 64
-MAX_FOLDED_FILES = 256  # (stream, file) keys whose folded line ranges are remembered
-MAX_FOLDED_RANGES = 16  # disjoint folded line ranges per file (more: the lowest gap is closed)
+MAX_FOLDED_FILES = 128  # (stream, file) keys whose folded line ranges are remembered (~20 KB at most)
+MAX_FOLDED_RANGES = 8  # disjoint folded line ranges per file (more: the lowest gap is closed)
 MAX_ENGINES = 24
 MAX_ENGINE_SAMPLES = 30
 MAX_HOSTS = 32
