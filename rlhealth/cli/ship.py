@@ -117,7 +117,10 @@ def ship(directory: Path, bootstrap: str, job_id: str | None, interval_secs: flo
                 stop.wait(interval_secs)
     finally:
         # drain: what is already written, then the spool, then the stopping heartbeat
-        shipper.tick()
+        try:
+            shipper.tick()
+        except Exception as exc:  # noqa: BLE001 - still send the spool and the stopping heartbeat
+            click.echo(f"rlhealth ship: last read failed ({type(exc).__name__}: {exc})", err=True)
         if spool is not None:
             drained = sender.drain(max(flush_timeout, 30.0), ignore_backoff=True)
             if not drained:
