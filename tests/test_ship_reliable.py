@@ -778,3 +778,18 @@ def test_folded_ranges_stay_bounded() -> None:
     assert len(st.folded) == MAX_FOLDED_FILES
     assert all(len(r) <= MAX_FOLDED_RANGES for r in st.folded.values())
     assert len(st.to_bytes()) < 32_000
+
+
+def test_a_fifo_in_a_trial_dir_does_not_block_watch(tmp_path: Path) -> None:
+    from rlhealth.sources.follow import CaptureFollower
+
+    root = job(tmp_path)
+    trial = root / "trace_jobs" / "task-1__abc"
+    (trial / "agent").mkdir(parents=True)
+    (trial / "config.json").write_text('{"task": {"path": "task-1"}}')
+    os.mkfifo(trial / "result.json")
+    os.mkfifo(trial / "exception.txt")
+    os.mkfifo(trial / "agent" / "trajectory.json")
+    f = CaptureFollower(root, job_id="j1", clock=CLOCK)
+    f.poll()
+    f.poll()  # returns: nothing blocks on a FIFO
