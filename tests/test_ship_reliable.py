@@ -793,3 +793,43 @@ def test_a_fifo_in_a_trial_dir_does_not_block_watch(tmp_path: Path) -> None:
     f = CaptureFollower(root, job_id="j1", clock=CLOCK)
     f.poll()
     f.poll()  # returns: nothing blocks on a FIFO
+
+
+# -- other live sources ----------------------------------------------------------------------------
+
+
+class Ran:
+    def __init__(self, returncode: int, stdout: str, stderr: str = "") -> None:
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+def test_state_command_gives_state_polls_and_notes_failures() -> None:
+    from rlhealth.sources.state_command import StateCommandPoller
+
+    outputs = [Ran(0, '{"state": "running", "pods": 8, "attempt": 1, "max_retries": 3}\n'),
+               Ran(0, '{"ts": "2026-10-14T16:00:00Z", "state": "failed", "failure_count": 2}'),
+               Ran(1, "", "squeue: error: Invalid job id"), Ran(0, "not json")]
+    p = StateCommandPoller("squeue --json -j 42", job_id="j1", runner=lambda argv: outputs.pop(0), clock=CLOCK,
+                           scheduler="slurm")
+    a = p.poll()
+    assert a is not None and a.state == "running" and a.pods == 8 and a.event_time == CLOCK()
+    b = p.poll()
+    assert b is not None and b.state == "failed" and b.failure_count == 2 and b.scheduler == "slurm"
+    assert p.poll() is None and p.poll() is None
+    assert len(p.errors) == 2 and "status 1" in p.errors[0] and "bad output" in p.errors[1]
+
+
+def test_state_command_runs_a_real_process_in_the_shipper(tmp_path: Path) -> None:
+    import shlex
+    import sys
+
+    from rlhealth.schemas.events import JobStatePoll
+    from rlhealth.sources.state_command import StateCommandPoller
+
+    root, state = job(tmp_path), tmp_path / "state"
+    cmd = f"{shlex.quote(sys.executable)} -c 'print(\"{{\\\"state\\\": \\\"running\\\", \\\"pods\\\": 2}}\")'"
+    poller = StateCommandPoller(cmd, job_id="j1", clock=CLOCK)
+    sink = Collect()
+    shipper(root, state, sink, extra_polls=[poller.poll]).tick()
+    (poll,) = [e for e in sink.events if isinstance(e, JobStatePoll)]
+    assert poll.state == "running" and poll.pods == 2 and poller.errors == []

@@ -7,12 +7,16 @@ import re
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from rlhealth.cli.options import bootstrap_option
+
+if TYPE_CHECKING:
+    from rlhealth.schemas import EventBase
 
 
 def default_state_dir(job_id: str) -> Path:
@@ -40,12 +44,16 @@ def default_state_dir(job_id: str) -> Path:
               help="Log bytes read per step: a backlog is read in bounded steps, back to back.")
 @click.option("--flush-timeout", type=float, default=10.0, show_default=True,
               help="Seconds to wait for the broker's acknowledgements before spooling.")
+@click.option("--state-command", help="A command printing the job's state as one JSON object "
+              "(a state.jsonl line: state, pods, attempt, ...), run every interval.")
+@click.option("--nvidia-smi", "nvidia_smi", is_flag=True,
+              help="Also poll this node's GPUs with nvidia-smi every interval.")
 @click.option("--metrics-port", type=int, help="Serve the shipper's counters on this port (/metrics).")
 @click.option("--metrics-addr", default="127.0.0.1", show_default=True)
 def ship(directory: Path, bootstrap: str, job_id: str | None, interval_secs: float, shipper_id: str | None,
          k8s_namespace: str | None, k8s_selector: str | None, iterations: int, state_dir: Path | None,
-         spool_max_bytes: int, max_bytes_per_tick: int, flush_timeout: float, metrics_port: int | None,
-         metrics_addr: str) -> None:
+         spool_max_bytes: int, max_bytes_per_tick: int, flush_timeout: float, state_command: str | None,
+         nvidia_smi: bool, metrics_port: int | None, metrics_addr: str) -> None:
     """Follow DIRECTORY (laid out like a capture) and produce its events to rlhealth's Kafka topics.
 
     Secrets in log lines are redacted before anything leaves this process. A heartbeat every
@@ -68,11 +76,22 @@ def ship(directory: Path, bootstrap: str, job_id: str | None, interval_secs: flo
     state.mkdir(parents=True, exist_ok=True)
     spool = Spool(state / "spool", spool_max_bytes) if spool_max_bytes > 0 else None
     sender = ReliableSender(bootstrap, spool=spool, flush_timeout_s=flush_timeout)
-    extra = []
+    extra: list[Callable[[], EventBase | None]] = []
     if k8s_namespace and k8s_selector:
         from rlhealth.sources.kubernetes_api import pod_statuses
 
         extra.append(lambda: pod_statuses(k8s_namespace, k8s_selector, job_id=shipper.job_id))
+    if state_command:
+        from rlhealth.sources.state_command import StateCommandPoller
+
+        extra.append(StateCommandPoller(state_command, job_id=job_id, shipper=shipper_id).poll)
+    if nvidia_smi:
+        import socket
+
+        from rlhealth.sources.nvidia_smi import NvidiaSmiPoller
+
+        smi = NvidiaSmiPoller(lambda _p: None, job_id=job_id, host=socket.gethostname(), shipper=shipper_id)
+        extra.append(smi.poll_once)
     try:
         shipper = FolderShipper(directory, deliver=sender.deliver, job_id=job_id, shipper_id=shipper_id,
                                 interval_s=interval_secs, extra_polls=extra, state_dir=state,
