@@ -833,3 +833,32 @@ def test_state_command_runs_a_real_process_in_the_shipper(tmp_path: Path) -> Non
     shipper(root, state, sink, extra_polls=[poller.poll]).tick()
     (poll,) = [e for e in sink.events if isinstance(e, JobStatePoll)]
     assert poll.state == "running" and poll.pods == 2 and poller.errors == []
+
+
+def test_a_restart_sends_no_gpu_state_or_trial_event_twice(tmp_path: Path) -> None:
+    from tests.scenario_support import ROOT
+
+    cap = tmp_path / "cap"
+    shutil.copytree(ROOT / "rlhealth" / "examples" / "capture-healthy", cap)
+    state = tmp_path / "state"
+    first = Collect()
+    s = FolderShipper(cap, deliver=first, shipper_id="t", clock=CLOCK, state_dir=state)
+    s.tick()
+    s.tick()
+    kinds = {e.kind for e in first.events}
+    assert {"gpu_poll", "trial", "job_state", "log_batch"} <= kinds
+    again = Collect()
+    s2 = FolderShipper(cap, deliver=again, shipper_id="t", clock=CLOCK, state_dir=state)
+    s2.tick()
+    s2.tick()
+    assert {e.kind for e in again.events} <= {"job_spec", "heartbeat"}
+    # new rows after the restart are sent
+    gpu = next((cap / "gpu").glob("*.csv"))
+    last = gpu.read_text().strip().splitlines()[-1]
+    stamp = last.split(",")[0]
+    newer = last.replace(stamp, stamp[:-2] + "59", 1)
+    with gpu.open("a") as f:
+        f.write(newer + "\n")
+    s2.tick()
+    s2.tick()
+    assert any(e.kind == "gpu_poll" for e in again.events)

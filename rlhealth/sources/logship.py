@@ -105,6 +105,10 @@ class CheckpointStore:
         self.dir = Path(state_dir) if state_dir is not None else None
         self.files: dict[str, FileCheckpoint] = {}
         self.extra: dict[str, int] = {}
+        # what the other sources already delivered (FolderShipper): newest event time per GPU host /
+        # state stream, and "trial:phase" keys (a restart re-reads those sources from their start)
+        self.watermarks: dict[str, float] = {}
+        self.trials: dict[str, None] = {}
         self.writes = 0
         if self.dir is not None:
             self.dir.mkdir(parents=True, exist_ok=True)
@@ -115,13 +119,15 @@ class CheckpointStore:
                     cp = FileCheckpoint(**d)
                     self.files[cp.fid] = cp
                 self.extra = {str(k): int(v) for k, v in obj.get("extra", {}).items()}
+                self.watermarks = {str(k): float(v) for k, v in obj.get("watermarks", {}).items()}
+                self.trials = dict.fromkeys(str(t) for t in obj.get("trials", []))
 
     def save(self) -> None:
         self.writes += 1
         if self.dir is None:
             return
-        data = json.dumps({"version": 1, "files": [asdict(c) for c in self.files.values()], "extra": self.extra},
-                          sort_keys=True).encode()
+        data = json.dumps({"version": 1, "files": [asdict(c) for c in self.files.values()], "extra": self.extra,
+                           "watermarks": self.watermarks, "trials": list(self.trials)}, sort_keys=True).encode()
         path = self.dir / CHECKPOINT_FILE
         tmp = path.with_suffix(".tmp")
         with open(tmp, "wb") as f:

@@ -16,9 +16,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rlhealth.schemas import EventBase, JobSpec, ShipperHeartbeat, Source
+from rlhealth.schemas import EventBase, GpuPoll, JobSpec, JobStatePoll, ShipperHeartbeat, Source, TrialEvent
 from rlhealth.sources.follow import CaptureFollower
 from rlhealth.sources.logship import CheckpointStore, LogFollower, Mark
+
+
+MAX_TRIAL_KEYS = 50_000  # trial:phase keys remembered across restarts
 
 
 def _utc_now() -> datetime:
@@ -97,6 +100,7 @@ class FolderShipper:
             extra = poll()
             if extra is not None:
                 events.append(extra)
+        events = [e for e in events if self._fresh(e)]
         logged = self.logs.poll()
         marks: list[Mark] = [m for _b, m in logged if m is not None]
         events.extend(b for b, _m in logged)
@@ -105,11 +109,43 @@ class FolderShipper:
         hb = self._heartbeat_event()
         if self._deliver([*events, hb]):
             self.counters.heartbeats += 1
-            if marks:
+            recorded = self._record(events)
+            if marks or recorded:
                 self.logs.commit(marks)
         else:
             self.logs.rewind()
         return len(events)
+
+    # A restart re-reads GPU CSVs, state.jsonl and trial dirs from their start: what was delivered
+    # before (kept in the checkpoint file) is not sent again.
+    @staticmethod
+    def _sent_key(e: EventBase) -> tuple[str, float] | None:
+        if isinstance(e, GpuPoll):
+            return f"gpu:{e.host}:{e.source.stream}", e.event_time.timestamp()
+        if isinstance(e, JobStatePoll):
+            return f"state:{e.source.stream}", e.event_time.timestamp()
+        return None
+
+    def _fresh(self, e: EventBase) -> bool:
+        if isinstance(e, TrialEvent):
+            return f"{e.trial_name}:{e.phase}" not in self.store.trials
+        key = self._sent_key(e)
+        return key is None or key[1] > self.store.watermarks.get(key[0], float("-inf"))
+
+    def _record(self, events: list[EventBase]) -> bool:
+        changed = False
+        for e in events:
+            if isinstance(e, TrialEvent):
+                self.store.trials[f"{e.trial_name}:{e.phase}"] = None
+                changed = True
+                continue
+            key = self._sent_key(e)
+            if key is not None and key[1] > self.store.watermarks.get(key[0], float("-inf")):
+                self.store.watermarks[key[0]] = key[1]
+                changed = True
+        while len(self.store.trials) > MAX_TRIAL_KEYS:
+            del self.store.trials[next(iter(self.store.trials))]
+        return changed
 
     def behind(self) -> bool:
         """A backlog: more to read than one tick takes, anything waiting in the spool, or much unread."""
