@@ -20,7 +20,6 @@ from rlhealth.schemas import EventBase, GpuPoll, JobSpec, JobStatePoll, ShipperH
 from rlhealth.sources.follow import CaptureFollower
 from rlhealth.sources.logship import CheckpointStore, LogFollower, Mark
 
-
 MAX_TRIAL_KEYS = 50_000  # trial:phase keys remembered across restarts
 
 
