@@ -132,7 +132,9 @@ def ship(directory: Path, bootstrap: str, job_id: str | None, interval_secs: flo
                 click.echo(f"rlhealth ship: {rel}: {what}", err=True)
             if iterations and n >= iterations:
                 break
-            if not shipper.more:
+            # a backlog to read, or a spool to send to a broker that is back: go on without sleeping
+            draining = spool is not None and sender.healthy and bool(spool)
+            if not shipper.more and not draining:
                 stop.wait(interval_secs)
     finally:
         # drain: what is already written, then the spool, then the stopping heartbeat
