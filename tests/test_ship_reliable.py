@@ -862,3 +862,18 @@ def test_a_restart_sends_no_gpu_state_or_trial_event_twice(tmp_path: Path) -> No
     s2.tick()
     s2.tick()
     assert any(e.kind == "gpu_poll" for e in again.events)
+
+
+def test_a_corrupt_spool_segment_is_skipped_not_looped_on(tmp_path: Path) -> None:
+    broker = FakeBroker()
+    spool = Spool(tmp_path / "sp", 1 << 20)
+    spool.append([Record("t", None, b"a" * 100, 1), Record("t", None, b"b" * 100, 1)])
+    seg = next((tmp_path / "sp").glob("*.seg"))
+    data = bytearray(seg.read_bytes())
+    data[10] ^= 0xFF  # the first record's bytes no longer match its CRC
+    seg.write_bytes(bytes(data))
+    sender = ReliableSender("x:1", spool=spool, producer_factory=broker.producer)
+    assert sender.drain(5) and not spool
+    assert sender.counters.dropped_records == 1
+    assert spool.append([Record("t", None, b"c", 1)]) == [] and sender.drain(5)
+    assert broker.topics == {"t": [b"c"]}

@@ -272,7 +272,10 @@ class ReliableSender:
         while self.spool and (ignore_backoff or not self.backing_off()) and self.clock() < deadline:
             batch = self.spool.peek()
             if not batch:
-                break
+                skipped = self.spool.skip_unreadable()
+                self.counters.dropped_records += 1
+                log.error("spool: %d unreadable bytes skipped", skipped)
+                continue
             self.counters.retries += 1
             done = self._send([r for r, _pos in batch])
             upto: Position | None = None

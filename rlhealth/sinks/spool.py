@@ -174,6 +174,17 @@ class Spool:
                 break
         return out
 
+    def skip_unreadable(self) -> int:
+        """The record at the head cannot be read (corrupt in the middle of a segment): skip the rest
+        of that segment. Returns the bytes skipped (the caller counts them)."""
+        seg, pos = self.head
+        p = self._seg_path(seg)
+        size = p.stat().st_size if p.exists() else 0
+        self.advance((seg, max(size, pos)))
+        if self.head[0] == seg and seg < self.tail_seg:
+            self.advance((seg + 1, 0))
+        return max(0, size - pos)
+
     def advance(self, to: Position) -> None:
         """Records before `to` were acknowledged: move the head there and delete finished segments."""
         self.head = to
