@@ -877,3 +877,21 @@ def test_a_corrupt_spool_segment_is_skipped_not_looped_on(tmp_path: Path) -> Non
     assert sender.counters.dropped_records == 1
     assert spool.append([Record("t", None, b"c", 1)]) == [] and sender.drain(5)
     assert broker.topics == {"t": [b"c"]}
+
+
+def test_an_inode_reused_under_another_name_is_a_new_file(tmp_path: Path) -> None:
+    root, state = job(tmp_path), tmp_path / "state"
+    write(root / "logs" / "old.log", 0, 20)
+    sink = Collect()
+    shipper(root, state, sink).tick()
+    store = CheckpointStore(state)
+    (cp,) = store.files.values()
+    # the shipper was down: old.log was deleted and new.log got its inode (forged: same inode, other name)
+    os.replace(root / "logs" / "old.log", root / "logs" / "new.log")
+    (root / "logs" / "new.log").write_text("".join(f"line {i:08d} \n" for i in range(100, 105)))
+    again = Collect()
+    s2 = shipper(root, state, again)
+    s2.tick()
+    assert numbers(again.batches) == list(range(100, 105))
+    assert {b.source.stream for b in again.batches} == {"logs/new.log"}
+    assert s2.logs.counters.files_truncated == 0

@@ -270,9 +270,11 @@ class LogFollower:
             cands = by_inode.get((f.st.st_dev, f.st.st_ino), [])
             live = [c for c in cands if c.fid not in present]
             match = next((c for c in live if self._same_content(f, c)), None)
-            if match is None and live:
-                # same inode, other first bytes or shorter than our offset: truncated in place
-                match = max(live, key=lambda c: c.seq)
+            same_path = [c for c in live if c.path == f.rel]
+            if match is None and same_path:
+                # same inode and name, other first bytes or shorter than our offset: truncated in place
+                # (same inode under another name: the inode was reused by a new file)
+                match = max(same_path, key=lambda c: c.seq)
                 truncated.append(match)
             if match is None:
                 new.append(f)
