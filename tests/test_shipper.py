@@ -45,13 +45,16 @@ def test_folder_shipper_sends_only_new_events_and_a_heartbeat_each_tick(tmp_path
 
 
 @pytest.mark.kafka
-def test_ship_cli_produces_to_the_real_broker(kafka_bootstrap: str, kafka_catalog) -> None:
+def test_ship_cli_produces_to_the_real_broker(kafka_bootstrap: str, kafka_catalog, tmp_path: Path) -> None:
     from kafka import KafkaConsumer
 
     env = dict(os.environ, RLHEALTH_TOPIC_PREFIX=kafka_catalog.prefix)
-    proc = subprocess.run([sys.executable, "-m", "rlhealth", "ship", str(EXAMPLE), "--bootstrap", kafka_bootstrap,
-                           "--iterations", "1", "--interval", "0.1"], env=env, capture_output=True, text=True,
-                          timeout=180)
+    cmd = [sys.executable, "-m", "rlhealth", "ship", str(EXAMPLE), "--bootstrap", kafka_bootstrap,
+           "--iterations", "1", "--interval", "0.1", "--state-dir", str(tmp_path / "state")]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    # a second run resumes from the checkpoints: no log batch is sent again
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr
     consumer = KafkaConsumer(kafka_catalog.topic_for_kind("log_batch"), kafka_catalog.topic_for_kind("heartbeat"),
                              bootstrap_servers=kafka_bootstrap, auto_offset_reset="earliest",
@@ -62,4 +65,5 @@ def test_ship_cli_produces_to_the_real_broker(kafka_bootstrap: str, kafka_catalo
         assert record.key == ev.job_id.encode()
         kinds[ev.kind] = kinds.get(ev.kind, 0) + 1
     consumer.close()
-    assert kinds.get("log_batch", 0) > 0 and kinds.get("heartbeat", 0) == 2  # one per tick + the stopping one
+    # per run: one per tick, one with the final read on the way out, the stopping one
+    assert kinds.get("log_batch", 0) == 2 and kinds.get("heartbeat", 0) == 6

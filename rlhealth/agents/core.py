@@ -57,6 +57,11 @@ class HealthCore:
     def step(self, state: JobHealth, event: EventBase, now: datetime) -> tuple[JobHealth, list[Finding]]:
         """Fold one event into the state. May reuse `state`; store the returned object."""
         findings: list[Finding] = []
+        if isinstance(event, LogBatch) and event.file_id is not None:
+            kept = ingest.drop_folded_lines(state, event)  # a shipper's resend: its lines count once
+            if kept is None:
+                return state, findings
+            event = kept
         ts = event.event_time.timestamp()
         state.events += 1
         if not isinstance(event, (JobSpec, ShipperHeartbeat)):

@@ -24,6 +24,8 @@ from rlhealth.agents.state import (
     MAX_ENGINES,
     MAX_EVIDENCE_PER_SIGNAL,
     MAX_EXC_TYPES,
+    MAX_FOLDED_FILES,
+    MAX_FOLDED_RANGES,
     MAX_GPU_POLLS,
     MAX_GPUS_PER_HOST,
     MAX_HOSTS,
@@ -151,6 +153,46 @@ def _round(v: object) -> int | None:
 
 
 # ------------------------------------------------------------------------------------------ logs
+
+
+def drop_folded_lines(state: JobHealth, batch: LogBatch) -> LogBatch | None:
+    """The lines of `batch` not folded before (None: none are new), and remember them as folded.
+
+    Only batches that name their file (`file_id`, with `first_line_no`) take part: a shipper resends
+    a batch after a crash or an outage, and the same lines must not count twice. Captures and
+    replays carry no file_id and pass unchanged."""
+    if batch.file_id is None or batch.first_line_no is None or not batch.lines:
+        return batch
+    key = f"{batch.source.stream}\0{batch.file_id}"
+    first, n = batch.first_line_no, len(batch.lines)
+    ranges = state.folded.pop(key, [])
+    if any(a < first + n and first < b for a, b in ranges):
+        keep = [i for i in range(n) if not any(a <= first + i < b for a, b in ranges)]
+    else:
+        keep = list(range(n))
+    merged = sorted([*ranges, (first, first + n)])
+    out: list[tuple[int, int]] = []
+    for a, b in merged:
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    while len(out) > MAX_FOLDED_RANGES:
+        out[0:2] = [(out[0][0], out[1][1])]
+    state.folded[key] = out
+    while len(state.folded) > MAX_FOLDED_FILES:
+        del state.folded[next(iter(state.folded))]
+    if len(keep) == n:
+        return batch
+    if not keep:
+        return None
+    k = keep[0]
+    offs, ts = batch.offsets, batch.ts
+    return batch.model_copy(update={
+        "lines": [batch.lines[i] for i in keep],
+        "offsets": [offs[i] for i in keep] if offs is not None else None,
+        "ts": [ts[i] for i in keep] if ts is not None else None,
+        "first_line_no": first + k})
 
 
 def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier: Classifier,

@@ -13,6 +13,8 @@ STATE_VERSION = 2
 
 # Caps: each one bounds a buffer that would otherwise grow with the job's age or chattiness.
 MAX_STREAMS = 64
+MAX_FOLDED_FILES = 128  # (stream, file) keys whose folded line ranges are remembered (~20 KB at most)
+MAX_FOLDED_RANGES = 8  # disjoint folded line ranges per file (more: the lowest gap is closed)
 MAX_ENGINES = 24
 MAX_ENGINE_SAMPLES = 30
 MAX_HOSTS = 32
@@ -211,6 +213,9 @@ class JobHealth(msgspec.Struct):
     hang_streams: dict[str, float] = msgspec.field(default_factory=dict)
     # Xid lines: (ts, stream or host, code, text), newest last.
     xids: list[tuple[float, str, int, str]] = msgspec.field(default_factory=list)
+    # Lines already folded per shipped file ("stream\0file_id" -> sorted disjoint [first, end) line
+    # ranges): a resent batch changes nothing (see ingest.drop_folded_lines).
+    folded: dict[str, list[tuple[int, int]]] = msgspec.field(default_factory=dict)
 
     def to_bytes(self) -> bytes:
         return _ENCODER.encode(self)

@@ -13,6 +13,13 @@ MAX_LINE_CHARS = 65_536
 MAX_LINES_PER_BATCH = 10_000
 MAX_OUTPUT_SAMPLES = 5
 MAX_OUTPUT_SAMPLE_CHARS = 4_000
+# Job-spec bounds: a count outside them is a typo or garbage, never a real job (it is rejected).
+MAX_COUNT = 100_000  # nodes, engines, pods, samples per prompt, retries
+MAX_GPUS_PER_NODE = 64
+MAX_PARALLEL = 4_096  # tensor / expert parallel degree
+MAX_TRIALS = 10_000_000  # concurrent trials, sequences per engine
+MAX_PARAMS_B = 1_000_000.0  # billions of parameters
+MAX_SECONDS = 30 * 86_400.0
 
 
 class LogBatch(EventBase):
@@ -30,6 +37,11 @@ class LogBatch(EventBase):
     ts: list[UtcDatetime | None] | None = None
     truncated_lines: int = Field(default=0, ge=0, description="lines cut to MAX_LINE_CHARS by the shipper")
     invalid_utf8_lines: int = Field(default=0, ge=0, description="lines that had bytes replaced when decoding")
+    file_id: str | None = Field(
+        default=None, max_length=200,
+        description="identity of the file the lines were read from (a shipper's device:inode:fingerprint, "
+                    "new after a truncation); with source.stream and first_line_no it names each line, so a "
+                    "consumer drops lines it already folded (a resend after a crash or an outage)")
 
     @model_validator(mode="after")
     def _columns_line_up(self) -> LogBatch:
@@ -127,32 +139,32 @@ class JobStatePoll(EventBase):
 
 class ModelSpec(Model):
     name: str | None = None
-    params_b: float | None = None
-    active_params_b: float | None = None
+    params_b: float | None = Field(default=None, gt=0, le=MAX_PARAMS_B)
+    active_params_b: float | None = Field(default=None, gt=0, le=MAX_PARAMS_B)
     moe: bool | None = None
     dtype: str | None = None
 
 
 class HardwareSpec(Model):
     gpu: str | None = None
-    gpus_per_node: int | None = None
-    nodes: int | None = None
+    gpus_per_node: int | None = Field(default=None, ge=1, le=MAX_GPUS_PER_NODE)
+    nodes: int | None = Field(default=None, ge=1, le=MAX_COUNT)
 
 
 class GeometrySpec(Model):
-    num_inference_engines: int | None = None
-    engine_tp: int | None = None
-    engine_ep: int | None = None
+    num_inference_engines: int | None = Field(default=None, ge=1, le=MAX_COUNT)
+    engine_tp: int | None = Field(default=None, ge=1, le=MAX_PARALLEL)
+    engine_ep: int | None = Field(default=None, ge=1, le=MAX_PARALLEL)
     colocated: bool | None = None
-    engine_pods: list[str] = Field(default_factory=list)
-    policy_pods: list[str] = Field(default_factory=list)
+    engine_pods: list[str] = Field(default_factory=list, max_length=MAX_COUNT)
+    policy_pods: list[str] = Field(default_factory=list, max_length=MAX_COUNT)
 
 
 class RolloutSpec(Model):
-    n_concurrent_trials: int | None = None
-    expected_episode_s: float | None = None
-    n_samples_per_prompt: int | None = None
-    max_num_seqs: int | None = None
+    n_concurrent_trials: int | None = Field(default=None, ge=1, le=MAX_TRIALS)
+    expected_episode_s: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
+    n_samples_per_prompt: int | None = Field(default=None, ge=1, le=MAX_COUNT)
+    max_num_seqs: int | None = Field(default=None, ge=1, le=MAX_TRIALS)
 
 
 class JobSpec(EventBase):
@@ -163,9 +175,9 @@ class JobSpec(EventBase):
     hardware: HardwareSpec = Field(default_factory=HardwareSpec)
     geometry: GeometrySpec = Field(default_factory=GeometrySpec)
     rollout: RolloutSpec = Field(default_factory=RolloutSpec)
-    expected_step_s: float | None = None
+    expected_step_s: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
     new_or_untested: list[str] = Field(default_factory=list)
-    max_retries: int | None = None
+    max_retries: int | None = Field(default=None, ge=0, le=MAX_COUNT)
     enforce_eager: bool | None = None
     started_at: UtcDatetime | None = None
     config: dict[str, Any] = Field(default_factory=dict, description="other resolved-config facts, flat dotted keys")
@@ -179,6 +191,8 @@ class ShipperHeartbeat(EventBase):
     sources: list[str] = Field(default_factory=list, max_length=1024)
     interval_s: float = 30.0
     stopping: bool = False
+    behind: bool = Field(default=False, description="the shipper has a backlog (unread log bytes or a spool)")
+    lag_bytes: int | None = Field(default=None, ge=0, description="log bytes written and not yet delivered")
 
 
 class JobEnded(EventBase):

@@ -31,7 +31,7 @@ absent series and a zero mean different things to an alert.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -292,3 +292,43 @@ def serve(port: int, addr: str = "127.0.0.1", registry: CollectorRegistry | None
         raise ValueError("pass the exporter's registry: rlhealth never serves the global registry")
     server, _thread = start_http_server(port, addr=addr, registry=registry)
     return int(server.server_port)
+
+
+class SnapshotCollector(Collector):
+    """Vector-style component counters of one process (the shipper), read at scrape time.
+
+    `snapshot()` returns ``{name: value}`` or ``{name: {label_value: value}}`` for one label
+    (``label``); names ending in ``_total`` are counters, the others gauges. Metric names get the
+    ``rlhealth_shipper_`` prefix."""
+
+    def __init__(self, snapshot: Callable[[], dict[str, float | dict[str, float]]], label: str = "reason",
+                 prefix: str = "rlhealth_shipper_") -> None:
+        self.snapshot = snapshot
+        self.label = label
+        self.prefix = prefix
+
+    def collect(self) -> Iterator[Metric]:
+        for name, value in sorted(self.snapshot().items()):
+            full = self.prefix + name
+            family: CounterMetricFamily | GaugeMetricFamily
+            is_counter = name.endswith("_total")
+            base = full[: -len("_total")] if is_counter else full
+            labels = [self.label] if isinstance(value, dict) else []
+            if is_counter:
+                family = CounterMetricFamily(base, name.replace("_", " "), labels=labels)
+            else:
+                family = GaugeMetricFamily(base, name.replace("_", " "), labels=labels)
+            if isinstance(value, dict):
+                for lv, v in sorted(value.items()):
+                    family.add_metric([lv], float(v))
+            else:
+                family.add_metric([], float(value))
+            yield family
+
+
+def serve_snapshot(snapshot: Callable[[], dict[str, float | dict[str, float]]], port: int,
+                   addr: str = "127.0.0.1") -> int:
+    """Serve a `SnapshotCollector` on its own registry; returns the bound port."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SnapshotCollector(snapshot))
+    return serve(port, addr, registry)

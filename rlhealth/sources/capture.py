@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import heapq
 import os
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -55,7 +56,7 @@ from rlhealth.schemas.events import (
 from rlhealth.sources import harbor, kubectl, slurm
 from rlhealth.sources.logfiles import CHUNK_BYTES, LogReader, slurm_leg_order, source_for
 from rlhealth.sources.nvidia_smi import GpuCsvParser, attach_apps, parse_compute_apps_csv
-from rlhealth.sources.redact import redact
+from rlhealth.sources.redact import redact, redact_config
 from rlhealth.sources.resolved_config import load_config_files, spec_facts
 
 SHIPPER = "capture"
@@ -155,6 +156,8 @@ def read_capture_info(path: Path) -> CaptureInfo:
         raise CaptureError(f"{p}: not a directory")
     cj = p / "capture.json"
     try:
+        if cj.exists() and not stat.S_ISREG(os.stat(cj).st_mode):
+            raise CaptureError(f"{cj}: not a regular file")
         raw = cj.read_bytes()
     except FileNotFoundError:
         raise CaptureError(f"{cj}: missing (every capture needs capture.json with job_id, cluster, scheduler, "
@@ -179,9 +182,28 @@ def read_capture_info(path: Path) -> CaptureInfo:
     return CaptureInfo(job_id=job_id.strip(), cluster=cluster, scheduler=scheduler, captured_at=captured_at)
 
 
-def _read_text(path: Path) -> tuple[str | None, int, str | None]:
-    """(text, invalid utf-8 line count, error)."""
+def unsafe_reason(path: Path, root: Path) -> str | None:
+    """Why `path` must not be read (None: a regular file inside `root`, possibly through a symlink)."""
     try:
+        lst = os.lstat(path)
+        if stat.S_ISLNK(lst.st_mode):
+            real = Path(os.path.realpath(path))
+            top = Path(os.path.realpath(root))
+            if real != top and top not in real.parents:
+                return "symlink pointing out of the folder: not followed"
+        st = os.stat(path)
+    except OSError as exc:
+        return f"unreadable: {str(exc)[:200]}"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file (FIFO, socket or device): skipped"
+    return None
+
+
+def _read_text(path: Path) -> tuple[str | None, int, str | None]:
+    """(text, invalid utf-8 line count, error). Only regular files are opened."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None, 0, "not a regular file (FIFO, socket or device): skipped"
         raw = path.read_bytes()
     except OSError as exc:
         return None, 0, str(exc)[:200]
@@ -240,6 +262,7 @@ class Capture:
         self.prefilter_now = prefilter_now  # the `now` that core will judge at (default captured_at)
         self._static: list[SourceProblem] = []
         self.problems: list[SourceProblem] = []
+        self._skipped: set[str] = set()
         self.stats = CaptureStats()
         self._scan()
 
@@ -281,6 +304,22 @@ class Capture:
             add("job.json", "missing", None, "no job.json and no config/*.yaml: model/geometry expectations unknown")
         self.problems = list(self._static)
 
+    def _safe(self, paths: Iterable[Path]) -> list[Path]:
+        """Regular files only (a FIFO would block `open` forever; sockets and devices are not logs),
+        and no symlink that leaves the capture folder. What is skipped is noted once."""
+        out: list[Path] = []
+        for q in paths:
+            why = unsafe_reason(q, self.path)
+            if why is None:
+                out.append(q)
+                continue
+            rel = self._rel(q)
+            if rel not in self._skipped:
+                self._skipped.add(rel)
+                self._static.append(SourceProblem(rel, "unreadable", None, why))
+                self.problems.append(SourceProblem(rel, "unreadable", None, why))
+        return out
+
     def log_files(self) -> list[Path]:
         root = self.path / "logs"
         out: list[Path] = []
@@ -288,21 +327,21 @@ class Capture:
             dirnames.sort()
             for f in sorted(filenames):
                 out.append(Path(dirpath) / f)
-        return sorted(out, key=lambda q: q.relative_to(root).as_posix())
+        return self._safe(sorted(out, key=lambda q: q.relative_to(root).as_posix()))
 
     def gpu_files(self) -> list[Path]:
         d = self.path / "gpu"
         if not d.is_dir():
             return []
-        return sorted(q for q in d.glob("*.csv") if not q.name.endswith(".apps.csv"))
+        return self._safe(sorted(q for q in d.glob("*.csv") if not q.name.endswith(".apps.csv")))
 
     def pod_files(self) -> list[Path]:
         d = self.path / "pods"
-        return sorted(d.glob("*.json")) if d.is_dir() else []
+        return self._safe(sorted(d.glob("*.json"))) if d.is_dir() else []
 
     def config_files(self) -> list[Path]:
         d = self.path / "config"
-        return sorted(list(d.glob("*.yaml")) + list(d.glob("*.yml"))) if d.is_dir() else []
+        return self._safe(sorted(list(d.glob("*.yaml")) + list(d.glob("*.yml")))) if d.is_dir() else []
 
     # -- job spec ---------------------------------------------------------------------------
     def job_spec(self, event_time: datetime | None = None) -> JobSpec:
@@ -310,6 +349,9 @@ class Capture:
         jp = self.path / "job.json"
         if jp.exists():
             try:
+                why = unsafe_reason(jp, self.path)
+                if why is not None:
+                    raise ValueError(why)
                 obj = orjson.loads(jp.read_bytes())
                 if not isinstance(obj, dict):
                     raise ValueError("job.json must hold an object")
@@ -322,8 +364,10 @@ class Capture:
                     try:
                         fields[k] = models[k].model_validate(v).model_dump(exclude_none=True, exclude_defaults=True)
                     except ValidationError as exc:
+                        err = exc.errors()[0]
+                        where = ".".join(str(x) for x in (k, *err["loc"]))
                         self._problem("job.json", "parse_error", None,
-                                      f"job.json {k} ignored: {exc.errors()[0]['msg']}")
+                                      f"job.json {k} ignored: {where}={err.get('input')!r}: {err['msg']}")
                 elif k in ("expected_step_s", "new_or_untested", "max_retries", "enforce_eager", "started_at",
                            "config"):
                     fields[k] = v
@@ -345,7 +389,8 @@ class Capture:
         cfg = dict(flat)
         if isinstance(fields.get("config"), dict):
             cfg.update(fields["config"])
-        fields["config"] = cfg
+        # credentials never leave the node: secret-looking keys and secrets inside values are masked
+        fields["config"] = redact_config(cfg)
         base = dict(job_id=self.info.job_id, event_time=event_time or self.info.captured_at,
                     source=self._source("job.json"))
         try:
@@ -600,4 +645,4 @@ def open_capture(path: Path | str, *, batch_lines: int = 500, prefilter: Classif
 
 
 __all__ = ["Capture", "CaptureError", "CaptureInfo", "CaptureStats", "SourceProblem", "open_capture",
-           "parse_state_line", "pod_snapshot_poll", "read_capture_info"]
+           "parse_state_line", "pod_snapshot_poll", "read_capture_info", "unsafe_reason"]

@@ -44,6 +44,7 @@ from rlhealth.sources.capture import (
     parse_state_line,
     pod_snapshot_poll,
     read_capture_info,
+    unsafe_reason,
 )
 from rlhealth.sources.harbor import TrialDirWatcher
 from rlhealth.sources.logfiles import LogReader, TailReader, slurm_leg_order, source_for
@@ -73,8 +74,10 @@ class CaptureFollower:
         cluster: str | None = None,
         scheduler: str = "other",
         prefilter: Classifier | None = None,
+        logs: bool = True,
     ) -> None:
         self.path = Path(path)
+        self.follow_logs = logs  # False: the caller reads logs/ itself (the shipper's checkpointed reader)
         # the in-process core's classifier (`watch`): log lines that core will not read stay empty;
         # a shipper sends every line and passes none
         self.prefilter = prefilter
@@ -160,6 +163,8 @@ class CaptureFollower:
             return []
         self._sacct_sig = sig
         try:
+            if unsafe_reason(sp, self.path) is not None:
+                return []
             legs = slurm.parse_sacct(sp.read_bytes().decode("utf-8", errors="replace")).legs
         except OSError:
             return []
@@ -275,7 +280,8 @@ class CaptureFollower:
         events.extend(self._sacct(now))
         events.extend(self._pods(now))
         events.extend(self._gpu_polls())
-        events.extend(self._log_batches(now))
+        if self.follow_logs:
+            events.extend(self._log_batches(now))
         events.extend(self._trial_events())
         events.sort(key=lambda e: e.event_time)
         if spec and self.polls == 1 and events:

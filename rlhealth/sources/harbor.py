@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -139,9 +140,16 @@ def _samples(texts: list[str]) -> list[str]:
     return [redact(t[:MAX_OUTPUT_SAMPLE_CHARS])[:MAX_OUTPUT_SAMPLE_CHARS] for t in texts[-MAX_OUTPUT_SAMPLES:]]
 
 
+def _check_regular(path: Path) -> None:
+    """Raise OSError unless `path` is a regular file: opening a FIFO would block forever."""
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise OSError(f"{path.name}: not a regular file (FIFO, socket or device): skipped")
+
+
 def _read_json(path: Path) -> tuple[Any, str | None, str | None, bytes]:
     """(obj, problem, note, raw) — problem in {missing, empty, truncated, parse_error, unreadable}."""
     try:
+        _check_regular(path)
         raw = path.read_bytes()
     except FileNotFoundError:
         return None, "missing", None, b""
@@ -185,6 +193,7 @@ def _file_time(path: Path, ref_time: datetime) -> datetime | None:
 
 def _exception_from_txt(path: Path) -> tuple[str | None, str | None]:
     try:
+        _check_regular(path)
         text = path.read_bytes()[-200_000:].decode("utf-8", errors="replace")
     except OSError:
         return None, None
@@ -220,6 +229,7 @@ def _trajectory(path: Path) -> tuple[int | None, list[str], datetime | None, str
 
 def _first_log_time(path: Path, ref_time: datetime) -> datetime | None:
     try:
+        _check_regular(path)
         with path.open("rb") as f:
             head = f.read(65536)
     except OSError:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import glob as _glob
 import os
 import re
+import stat as _stat
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -136,6 +137,7 @@ class TailReader:
         self.ino: int | None = None
         self._partial = b""
         self._skipping = False  # inside a giant line, after its cut head was emitted
+        self.more = False  # the last `spans(max_bytes=...)` stopped before the end of the file
         self.giant_lines = 0
         self.missing_final_newline = False
 
@@ -157,15 +159,25 @@ class TailReader:
             self._skipping = False
         return what
 
-    def spans(self, final: bool, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, int, bytes]]:
+    def spans(self, final: bool, chunk_bytes: int = CHUNK_BYTES,
+              max_bytes: int | None = None) -> Iterator[tuple[int, int, bytes]]:
         """Yield (number of the first line, its byte offset, the lines joined by \\n without the
         last newline) per chunk read: ``data.split(b"\\n")`` are the chunk's complete lines.
 
         A giant line's cut head comes as a span of its own. The reader's position is advanced
-        before each yield."""
+        before each yield. `max_bytes`: stop after reading about that many bytes (a backlog is
+        read in bounded steps; `more` then says whether the file had more)."""
+        read = 0
+        self.more = False
         while True:
+            if max_bytes is not None and read >= max_bytes:
+                self.more = True
+                break
             # Open per chunk: a capture merge keeps hundreds of these generators suspended,
-            # and none of them may hold a file descriptor while it waits.
+            # and none of them may hold a file descriptor while it waits. Only regular files:
+            # opening a FIFO would block until a writer appears.
+            if not _stat.S_ISREG(os.stat(self.path).st_mode):
+                break
             with open(self.path, "rb") as f:
                 if self.ino is None:
                     self.ino = os.fstat(f.fileno()).st_ino
@@ -173,6 +185,7 @@ class TailReader:
                 chunk = f.read(chunk_bytes)
             if not chunk:
                 break
+            read += len(chunk)
             buf = self._partial + chunk if self._partial else chunk
             cut = buf.rfind(b"\n")
             if cut < 0:
@@ -401,11 +414,12 @@ class LogReader:
                 yield self._make(h, t)
 
     def read(self, *, final: bool, ref_time: datetime,
-             fallback_time: datetime | Callable[[], datetime]) -> Iterator[LogBatch]:
+             fallback_time: datetime | Callable[[], datetime], max_bytes: int | None = None) -> Iterator[LogBatch]:
         """Yield batches for every complete line now available (and, if `final`, the rest).
 
         `ref_time` anchors year-less timestamps; `fallback_time` (or a callable giving it) is used
-        for lines before which no timestamp was ever seen.
+        for lines before which no timestamp was ever seen. `max_bytes` bounds what one call reads
+        (dense path only; `self.tail.more` says whether the file had more).
         """
         fb = fallback_time if callable(fallback_time) else (lambda: fallback_time)  # type: ignore[assignment,return-value]
         if self.prefilter is not None:
@@ -415,7 +429,7 @@ class LogReader:
         raw: list[bytes] = []
         offsets: list[int] = []
         first_no = self.tail.line_no
-        for no, off, data in self.tail.spans(final, self.chunk_bytes):
+        for no, off, data in self.tail.spans(final, self.chunk_bytes, max_bytes):
             parts = data.split(b"\n")
             offs = list(line_starts(data, off)[0])  # byte offset of each line in the file
             if raw and offsets[-1] + len(raw[-1]) + 1 != off:

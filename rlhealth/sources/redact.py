@@ -26,11 +26,19 @@ line stays readable and greppable):
   Hugging Face ``hf_...``, GitHub ``ghp_/gho_/ghu_/ghs_/ghr_...`` and ``github_pat_...``, AWS
   access key ids ``AKIA...``/``ASIA...``, Slack ``xox[abprs]-...``, Daytona ``dtn_...``, W&B
   ``wandb_v1_...``;
-* the password of ``scheme://user:password@host`` URLs.
+* the password of ``scheme://user:password@host`` URLs;
+* names whose segment is ``key`` (``WANDB_KEY=...``, ``wandb.key: ...``), flags ending in a credential
+  word (``--aws-secret-access-key VALUE``, ``--wandb-key=VALUE``), and all of these with ANSI colour
+  codes around the name: a line with a marker is masked with its ANSI codes stripped (and returned
+  unchanged, codes included, when nothing in it is a secret).
+
+`redact_config` masks a config mapping (the job spec's `config`, flat dotted keys or nested): every
+value under a secret-looking key name (`secret_key_name`) and secrets inside any string value.
 """
 
 from __future__ import annotations
 
+import os
 import re
 
 MASK = "[REDACTED]"
@@ -85,7 +93,13 @@ MARKERS: tuple[bytes, ...] = (
     # Bearer <6+ token chars>
     _ci(rb"bearer") + _WS + rb"+[A-Za-z0-9._~+/=-]{6}",
     # --...api-key / token / secret / password flags followed by = or a space
-    rb"--(?:[a-zA-Z0-9-]*-)?" + _ci(rb"(?:api[-_]?key|token|secret|password|passwd)") + rb"(?:=|" + _WS + rb")",
+    rb"--(?:[a-zA-Z0-9_-]*[-_])?" + _ci(rb"(?:api[-_]?key|key|token|secret|password|passwd|credentials?)")
+    + rb"(?:=|" + _WS + rb")",
+    # a name segment "key" (WANDB_KEY=..., wandb.key: ...)
+    _ci(rb"key") + rb"[\"']?" + _WS + rb"*[=:]",
+    # a credential word wrapped in ANSI colour codes (``\x1b[1mAPI_KEY\x1b[0m=...``): the
+    # substitutions run on the line with its ANSI codes stripped
+    (_CRED_WORD + rb"|" + _ci(rb"key")).join([rb"(?:", rb")[\"']?\x1b\[[0-9;?]*[ -/]*[@-~]"]),
     # NAME=value / NAME: value / "name": "value" where NAME ends in a credential word
     _CRED_WORD + rb"[\"']?" + _WS + rb"*[=:]",
     # known token shapes (case-sensitive, like their substitution)
@@ -97,6 +111,18 @@ MARKERS: tuple[bytes, ...] = (
     # non-ASCII characters that case-fold to i, k or s
     _FOLD,
 )
+
+# Site-specific secret names, from $RLHEALTH_REDACT_NAMES (comma-separated, e.g. "sas,conn_str"):
+# `NAME=value`, `name: value`, `"name": "value"` (also as the last segment of a longer name) and
+# `--name value` are masked, and config keys of that name too.
+EXTRA_NAMES: tuple[str, ...] = tuple(
+    n.strip() for n in os.environ.get("RLHEALTH_REDACT_NAMES", "").split(",")
+    if re.fullmatch(r"[A-Za-z0-9_.-]+", n.strip()))
+if EXTRA_NAMES:
+    _names = _ci(b"(?:" + b"|".join(re.escape(n).encode() for n in EXTRA_NAMES) + b")")
+    MARKERS = (*MARKERS,
+               _names + rb"(?:[\"']|\x1b\[[0-9;?]*[ -/]*[@-~])*" + _WS + rb"*[=:]",
+               rb"--" + _names + rb"(?:=|" + _WS + rb")")
 
 
 def _combined(markers: tuple[bytes, ...]) -> bytes:
@@ -222,7 +248,7 @@ def default_redactor() -> Redactor:
 
 
 _SECRET_NAME = (
-    r"(?:[A-Za-z0-9_.-]*?(?:api[_-]?key|apikey|access[_-]?key(?:[_-]?id)?|secret[_-]?access[_-]?key|"
+    r"(?:(?:[A-Za-z0-9_.-]*[_.-])?key|[A-Za-z0-9_.-]*?(?:api[_-]?key|apikey|access[_-]?key(?:[_-]?id)?|secret[_-]?access[_-]?key|"
     r"secret[_-]?key|client[_-]?secret|private[_-]?key|auth[_-]?token|access[_-]?token|refresh[_-]?token|"
     r"session[_-]?token|token|secret|passw(?:or)?d|passwd|pwd|credentials?))"
 )
@@ -240,7 +266,8 @@ _SUBS: list[tuple[re.Pattern[str], str]] = [
     # --api-key VALUE / --token=VALUE / --password VALUE
     (
         re.compile(
-            r"(?i)(--(?:[a-z0-9-]*-)?(?:api[-_]?key|token|secret|password|passwd)(?:=|\s+))([^\s\"']+)"
+            r"(?i)(--(?:[a-z0-9_-]*[-_])?(?:api[-_]?key|key|token|secret|password|passwd|credentials?)(?:=|\s+))"
+            r"(?!\[REDACTED\])([^\s\"']+)"
         ),
         r"\1" + MASK,
     ),
@@ -263,6 +290,13 @@ _SUBS: list[tuple[re.Pattern[str], str]] = [
     # scheme://user:password@host
     (re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+:)([^\s/@]+)(@)"), r"\1" + MASK + r"\3"),
 ]
+if EXTRA_NAMES:
+    _extra = "(?:" + "|".join(re.escape(n) for n in EXTRA_NAMES) + ")"
+    _SUBS += [
+        (re.compile(r"(?i)(\b(?:[A-Za-z0-9_.-]*[_.-])?" + _extra + r"""["']?\s*[=:]\s*["']?)(?!\[REDACTED\])"""
+                    r"""([^\s"',;&}\]]+)"""), r"\1" + MASK),
+        (re.compile(r"(?i)(--" + _extra + r"(?:=|\s+))(?!\[REDACTED\])([^\s\"']+)"), r"\1" + MASK),
+    ]
 
 
 def might_contain_secret(line: str) -> bool:
@@ -277,10 +311,45 @@ def redact(line: str) -> str:
     return _redact_one(line)
 
 
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+
+
 def _redact_one(line: str) -> str:
+    """Mask one line. A line with ANSI codes is masked with them stripped (a colour code between a
+    key name and its value must not hide the value); it is returned as is when nothing was masked."""
+    text = _ANSI_RE.sub("", line) if "\x1b" in line else line
+    new = text
     for pattern, repl in _SUBS:
-        line = pattern.sub(repl, line)
-    return line
+        new = pattern.sub(repl, new)
+    return line if new == text else new
+
+
+_SECRET_SEGMENT = re.compile(
+    r"(?i)^(?:.*[_-])?(?:key|api[_-]?key|apikey|token|secret|passw(?:or)?d|pwd|credentials?|auth)$"
+    r"|(?:api[_-]?key|access[_-]?key|secret|password|passwd|credential|private[_-]?key|auth[_-]?token"
+    r"|access[_-]?token|refresh[_-]?token|session[_-]?token)")
+
+
+def secret_key_name(name: str) -> bool:
+    """A config key (dotted path allowed: ``wandb.key``) whose value is a credential: a segment
+    that is or ends in key/token/secret/password/credential(s), or contains a credential phrase
+    (``aws_secret_access_key``, ``hf_api_key``). ``max_tokens``, ``tokenizer``, ``key_fn`` stay."""
+    extra = {n.lower() for n in EXTRA_NAMES}
+    return any(_SECRET_SEGMENT.search(seg) or seg.lower() in extra for seg in re.split(r"[./]", name) if seg)
+
+
+def redact_config(value: object, name: str = "") -> object:
+    """A config mapping (or list, or scalar) with every credential masked: values under a secret
+    key name (see `secret_key_name`), and secrets inside any string value (`redact`)."""
+    if isinstance(value, dict):
+        return {k: redact_config(v, f"{name}.{k}" if name else str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_config(v, name) for v in value]
+    if name and secret_key_name(name.rsplit(".", 1)[-1]) and value not in (None, "", True, False):
+        return MASK
+    if isinstance(value, str):
+        return _redact_one(value)
+    return value
 
 
 def redact_lines(lines: list[str]) -> int:
@@ -291,4 +360,5 @@ def redact_lines(lines: list[str]) -> int:
     return default_redactor().redact_lines(lines)
 
 
-__all__ = ["MARKERS", "MASK", "Redactor", "default_redactor", "might_contain_secret", "redact", "redact_lines"]
+__all__ = ["EXTRA_NAMES", "MARKERS", "MASK", "Redactor", "default_redactor", "might_contain_secret", "redact",
+           "redact_config", "redact_lines", "secret_key_name"]
