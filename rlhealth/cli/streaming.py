@@ -12,6 +12,8 @@ import orjson
 
 from rlhealth.cli.options import bootstrap_option
 
+EXIT_KILL = 10  # as `rlhealth probe`
+
 
 def _catalog(prefix: str | None, partitions: int | None = None):
     from rlhealth.schemas.topics import TopicCatalog
@@ -38,9 +40,12 @@ prefix_option = click.option("--topic-prefix", "topic_prefix", envvar="RLHEALTH_
               help="Kafka group session timeout: how soon a crashed worker's partitions move.")
 @click.option("--no-create-topics", is_flag=True, help="Do not create missing topics at start.")
 @click.option("--loglevel", default="info", show_default=True)
+@click.option("--clock", "clock_mode", type=click.Choice(["wall", "event"]), default="wall", show_default=True,
+              help="wall: judge at the current time (live jobs); event: judge each job at its newest event time "
+                   "(backfills, full-speed replays: each verdict is what `probe --now` says at that time).")
 def worker(bootstrap: str, metrics_port: int | None, metrics_addr: str, tick_secs: float, heartbeat_secs: float,
            db_path: str | None, topic_prefix: str | None, app_id: str, session_timeout_secs: float,
-           no_create_topics: bool, loglevel: str) -> None:
+           no_create_topics: bool, loglevel: str, clock_mode: str) -> None:
     """Run the streaming worker: events in, verdicts out, state in a changelogged table.
 
     Exits non-zero if its stream agent dies (70), so the orchestrator restarts it.
@@ -54,7 +59,8 @@ def worker(bootstrap: str, metrics_port: int | None, metrics_addr: str, tick_sec
         ensure_topics(bootstrap, catalog)
     settings = WorkerSettings(bootstrap=bootstrap, catalog=catalog, app_id=app_id, tick_secs=tick_secs,
                               heartbeat_secs=heartbeat_secs, metrics_port=metrics_port, metrics_addr=metrics_addr,
-                              db_path=db_path, loglevel=loglevel, session_timeout_s=session_timeout_secs)
+                              db_path=db_path, loglevel=loglevel, session_timeout_s=session_timeout_secs,
+                              clock_mode=clock_mode)
     sys.exit(StreamWorker(settings).run())
 
 
@@ -75,6 +81,7 @@ def verdicts(bootstrap: str, follow: bool, job: str | None, latest: bool, only_k
     """Print verdicts from the verdict topic.
 
     `--latest --job J --format json` prints that job's newest verdict as one JSON object (exit 1 if none).
+    With `--latest` the exit code is `probe`'s: 10 when any verdict printed is a KILL, else 0.
     """
     from rlhealth.schemas import render_text
     from rlhealth.streams.verdict_reader import latest_verdicts, read_verdicts
@@ -88,7 +95,7 @@ def verdicts(bootstrap: str, follow: bool, job: str | None, latest: bool, only_k
 
         # verdicts are few (changes plus heartbeats); writing each at once keeps the store at-least-once
         # with the consumer group's auto-commit, which only commits what the loop already handled
-        store = EvidenceStore(db_path, flush_rows=1)
+        store = EvidenceStore(db_path, flush_rows=1, snapshot_secs=30.0)
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # close the store on SIGTERM too
 
     def emit(v) -> None:
@@ -99,6 +106,7 @@ def verdicts(bootstrap: str, follow: bool, job: str | None, latest: bool, only_k
         else:
             click.echo(render_text(v) + "\n")
 
+    exit_code = 0
     try:
         if latest:
             newest = latest_verdicts(bootstrap, topic, job=job, only_kill=only_kill)
@@ -106,6 +114,8 @@ def verdicts(bootstrap: str, follow: bool, job: str | None, latest: bool, only_k
                 raise click.ClickException("no verdict" + (f" for job {job}" if job else ""))
             for v in newest.values():
                 emit(v)
+            if any(v.verdict == "KILL" for v in newest.values()):
+                exit_code = EXIT_KILL
         else:
             for v in read_verdicts(bootstrap, topic, follow=follow, job=job, only_kill=only_kill, group_id=group):
                 emit(v)
@@ -115,6 +125,7 @@ def verdicts(bootstrap: str, follow: bool, job: str | None, latest: bool, only_k
     finally:
         if store is not None:
             store.close()
+    sys.exit(exit_code)
 
 
 @click.command()

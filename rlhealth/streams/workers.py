@@ -13,9 +13,14 @@ One agent (`judge_job_events`) reads every event topic as raw bytes. Per record 
 A timer (`tick_secs`) judges the jobs of the partitions this worker owns, with the wall clock
 (and a fast timer, `fast_tick_secs`, judges at once the jobs whose last events produced findings
 or were scheduler state/spec changes, so a fault reaches the verdict topic in well under a tick):
-it publishes to the verdict topic when the call changes (`Verdict.same_call`) or as a heartbeat
-every `heartbeat_secs`, with a per-job `seq` kept in the `verdict_book` table, and refreshes the
-Prometheus exporter from `core.metrics`. Series of jobs this worker no longer owns (revoked
+each raw judgement goes through the hysteresis of `rlhealth.agents.stability` (documented in
+docs/verdicts.md), and the result is published to the verdict topic when one of its key facts
+changed (`stability.key_facts`: the call, job status, gate status/codes/families, the staleness band,
+the evidence, a held change) or as a heartbeat every `heartbeat_secs`, with a per-job `seq` kept in
+the `verdict_book` table; it refreshes the Prometheus exporter from `core.metrics`. With
+`clock_mode="event"` a job is judged at its newest event time rather than the wall clock (a
+backfill or a replay at full speed: each verdict is then what `probe --now` says at that time).
+Series of jobs this worker no longer owns (revoked
 partitions, ended jobs) are removed.
 
 Worker downtime is not the job's silence: after an assignment a partition is judged only once
@@ -47,6 +52,8 @@ from typing import Any
 import faust
 from faust.types import TP
 
+from rlhealth.agents.stability import changed as key_facts_changed
+from rlhealth.agents.stability import stabilize
 from rlhealth.schemas import DeadLetter, EventDecodeError, decode_event, encode, job_key
 from rlhealth.schemas.topics import TopicCatalog
 from rlhealth.sinks.prometheus import Exporter
@@ -76,6 +83,8 @@ class WorkerSettings:
     fast_tick_secs: float = 0.25  # jobs with new findings are judged this soon
     batch_max: int = 200  # events folded before states are written back
     batch_within_secs: float = 0.02  # ... or after this long
+    clock_mode: str = "wall"  # wall: judge at the wall clock; event: at each job's newest event time (backfills)
+    metrics_every_secs: float = 60.0  # one metrics row per job per this much judging time in the evidence store
 
 
 CORE_FACTORY_ENV = "RLHEALTH_CORE_FACTORY"
@@ -121,7 +130,7 @@ class StreamWorker:
         if settings.db_path:
             from rlhealth.sinks.duckdb import EvidenceStore
 
-            self.store = EvidenceStore(settings.db_path, flush_rows=50_000)
+            self.store = EvidenceStore(settings.db_path, flush_rows=50_000, snapshot_secs=30.0)
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlhealth-io")
         self._admin = None
         # caught-up bookkeeping: tp -> next offset to process / high-water mark at assignment
@@ -130,6 +139,8 @@ class StreamWorker:
         self._assignment_pending = True
         self._dirty: set[bytes] = set()
         self._judging = asyncio.Lock()  # the two timers never judge (and bump a seq) concurrently
+        self._metrics_at: dict[str, datetime] = {}
+        self.captured = f"stream: {self.catalog.verdicts} via app {settings.app_id}"
         self._register()
 
     # ------------------------------------------------------------------ wiring
@@ -391,28 +402,53 @@ class StreamWorker:
                 state = self._load(key, job_id)
                 if getattr(state, "ended", False):
                     continue
-                now = self.clock()
-                verdict = self.core.judge(state, now)
-                self.exporter.update(self.core.metrics(state, now, last=verdict))
+                now = self._judging_time(state)
+                raw = self.core.judge(state, now)
+                self.exporter.update(self.core.metrics(state, now, last=raw))
                 exported.append(job_id)
             except Exception as exc:  # one job's failure must not stop the others
                 self.exporter.verdicts_failed.inc()
                 log.exception("judging job %s failed: %r", job_id, exc)
                 continue
             book = VerdictBook.from_bytes(book_table.get(key))
-            wall = now.timestamp()
-            if verdict.same_call(book.last) and wall - book.published_at < self.settings.heartbeat_secs:
+            raw = raw.model_copy(update={"captured": self.captured})
+            verdict, stability = stabilize(book.stability, raw)
+            if self.store is not None:
+                self._store_metrics(job_id, state, now, verdict)
+            wall = self.clock().timestamp()
+            if not key_facts_changed(book.last, verdict) and wall - book.published_at < self.settings.heartbeat_secs:
+                old = book.stability
+                if (stability.pending_call, stability.pending_since) != (old.pending_call, old.pending_since):
+                    # a held change started or ended: remembered (the published verdict stays `shown`)
+                    stability.shown = old.shown
+                    book_table[key] = replace(book, stability=stability).to_bytes()
                 continue
             seq = book.seq + 1
             out = verdict.model_copy(update={"seq": seq})
             fut = await self.verdict_topic.send(key=key, value=encode(out))
             await fut
-            book_table[key] = VerdictBook(seq=seq, published_at=wall, last=out).to_bytes()
+            stability.shown = out
+            book_table[key] = VerdictBook(seq=seq, published_at=wall, last=out, stability=stability).to_bytes()
             self.exporter.verdict_published(out.verdict)
             published += 1
             if self.store is not None:
                 self.store.add_verdict(out)
         return exported, published
+
+    def _judging_time(self, state: Any) -> datetime:
+        if self.settings.clock_mode == "event" and getattr(state, "last_event_ts", None):
+            return datetime.fromtimestamp(state.last_event_ts, UTC)
+        return self.clock()
+
+    def _store_metrics(self, job_id: str, state: Any, now: datetime, verdict: Any) -> None:
+        last = self._metrics_at.get(job_id)
+        if last is not None and 0 <= (now - last).total_seconds() < self.settings.metrics_every_secs:
+            return
+        self._metrics_at[job_id] = now
+        try:
+            self.store.add_metrics(self.core.metrics(state, now, last=verdict))  # type: ignore[union-attr]
+        except Exception as exc:  # noqa: BLE001 - evidence is best effort
+            log.error("storing metrics of job %s failed: %r", job_id, exc)
 
     def _update_lag(self) -> None:
         per_topic: dict[str, int] = {}
