@@ -7,11 +7,11 @@ whether the published verdict changed enough to be printed / republished.
 Hysteresis (docs/verdicts.md):
 
 * NO-KILL -> KILL is published at once: the core only returns KILL when its evidence is complete
-  (two independent families, or the same failure on every burned attempt), so it is never delayed.
-  Escalate beside a standing KILL is published as the core says it.
-* KILL -> NO-KILL, and escalate lowered while the verdict stays NO-KILL, are published only once
-  the core has said so on every judgement for `HOLD_S` seconds of judging time; escalate raised
-  while the verdict stays NO-KILL, after `ESCALATE_RISE_S`. Until then the published call stays,
+  (two independent families, or the same failure on every burned attempt), so it is never delayed;
+  it comes with the core's escalate.
+* KILL -> NO-KILL, and escalate lowered while the verdict stays, are published only once the core
+  has said so on every judgement for `HOLD_S` seconds of judging time; escalate raised while the
+  verdict stays, after `ESCALATE_RISE_S`. Until then the published call stays,
   with fresh times and `held` naming the pending change; a judgement that returns to the published
   call cancels it.
 * The first verdict of a job is published as it is, and so is a judgement earlier than the last.
@@ -66,10 +66,8 @@ def hold_for(old: tuple[str, bool], new: tuple[str, bool]) -> float:
     """Seconds of judging time the raw call `new` must hold before it replaces the published `old`."""
     if old == new or new[0] == "KILL" and old[0] != "KILL":
         return 0.0  # nothing to hold, or a KILL (complete evidence): at once
-    if old[0] == "KILL":
-        return HOLD_S  # KILL -> NO-KILL
     if old[0] != new[0]:
-        return 0.0
+        return HOLD_S  # KILL -> NO-KILL
     return ESCALATE_RISE_S if new[1] else HOLD_S  # escalate raised / lowered while the verdict stays
 
 
@@ -81,8 +79,6 @@ def stabilize(book: Stability | None, raw: Verdict) -> tuple[Verdict, Stability]
     if shown is None or now < shown.produced_at:  # first verdict, or time went backwards: start afresh
         return raw, Stability(shown=raw)
     old, new = call_of(shown), call_of(raw)
-    if old[0] == "KILL" and new[0] == "KILL":
-        old = new  # escalate beside a standing KILL is published as the core says it
     hold = hold_for(old, new)
     if hold <= 0:
         return raw, Stability(shown=raw)

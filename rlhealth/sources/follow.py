@@ -102,6 +102,7 @@ class CaptureFollower:
         # A static capture (`watch --clock capture`): what is on disk is complete, e.g. the last GPU
         # poll of a CSV is taken at once instead of when the next poll starts.
         self.static = False
+        self._cut_noted: set[str] = set()
 
     # -- helpers ----------------------------------------------------------------------------
     def _source(self, rel: str, **kw: Any) -> Source:
@@ -249,7 +250,11 @@ class CaptureFollower:
             fb = mtime if mtime <= now else (window_start or now)
             bad_before = r.invalid_utf8_lines
             try:
-                out.extend(r.read(final=False, ref_time=now, fallback_time=fb))
+                out.extend(r.read(final=self.static, ref_time=now, fallback_time=fb))
+                if self.static and r.tail.missing_final_newline and rel not in self._cut_noted:
+                    self._cut_noted.add(rel)
+                    gate = "B" if f.name.startswith("dmesg") else "A"
+                    self._note(rel, "truncated", gate, "last line has no newline (file cut mid-line)")
             except OSError as exc:
                 self._note(rel, "unreadable", "A", str(exc)[:200])
             if r.invalid_utf8_lines > bad_before:
