@@ -205,7 +205,7 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
         if dt is None:
             if m.index not in memo:
                 memo[m.index] = timestamp_of_peeled(pk[1], pk[2], now)  # == line_timestamp(lines[m.index], now)
-            dt = _line_time(lines, m.index, now, memo)
+            dt = _line_time(lines, m.index, now, memo, explicit_ts)
         ts = dt.timestamp() if dt is not None else (prev_stream_ts if prev_stream_ts is not None else batch_ts)
         # peel_prefixes strips again: only a text that still holds an ESC can differ from the peel above
         prefixes, rest = peel_prefixes(text) if "\x1b" in text else pk[:2]
@@ -234,9 +234,15 @@ _LOOKBACK_FOR_TIME = TIME_LOOKBACK_LINES
 _NO_TS = object()
 
 
-def _line_time(lines: list[str], index: int, now: datetime, memo: dict) -> datetime | None:
-    """A line's own timestamp, else the nearest earlier one in the batch (tqdm bars, traceback bodies)."""
+def _line_time(lines: list[str], index: int, now: datetime, memo: dict,
+               explicit_ts: list | None = None) -> datetime | None:
+    """A line's own timestamp, else the nearest earlier one in the batch (tqdm bars, traceback bodies).
+
+    An earlier line's time in the batch's `ts` column wins over its text: a replay rebases `ts`
+    (the text keeps the capture's time)."""
     for j in range(index, max(index - _LOOKBACK_FOR_TIME, -1), -1):
+        if explicit_ts is not None and explicit_ts[j] is not None:
+            return explicit_ts[j]
         dt = memo.get(j, _NO_TS)
         if dt is _NO_TS:
             dt = memo[j] = line_timestamp(lines[j], now)

@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "replay": "rlhealth.cli.streaming:replay",
     "topics": "rlhealth.cli.topics:topics",
     "ship": "rlhealth.cli.ship:ship",
+    "evidence": "rlhealth.cli.evidence:evidence",
 }
 
 HELP = {
@@ -37,6 +38,7 @@ HELP = {
     "replay": "Produce a capture's events to Kafka in event-time order.",
     "topics": "Create or list rlhealth's Kafka topics.",
     "ship": "Follow a job's live folder and send its events to Kafka (with heartbeats).",
+    "evidence": "Ask the DuckDB evidence store canned questions, run SQL, export Parquet.",
 }
 
 
