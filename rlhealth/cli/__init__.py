@@ -59,6 +59,17 @@ class LazyGroup(click.Group):
             raise
         return getattr(module, attr)
 
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:
+            # A Kafka client error (broker gone mid-run, timeouts): one line and exit 2, no traceback.
+            if type(exc).__module__.split(".")[0] in ("kafka", "aiokafka"):
+                name = ctx.invoked_subcommand or "rlhealth"
+                click.echo(f"rlhealth {name}: Kafka error: {type(exc).__name__}: {str(exc)[:300]}", err=True)
+                ctx.exit(2)
+            raise
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, HELP.get(name, "")) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
