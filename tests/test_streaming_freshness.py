@@ -118,3 +118,53 @@ def test_each_step_of_a_replay_is_on_the_topic_as_probe_now_sees_it(kafka_bootst
         w.stop()
     assert checked >= len(CAPTURES) * 2
     assert not mismatches, "\n".join(map(repr, mismatches))
+
+
+def test_the_evidence_writer_stores_findings_and_metrics_too(kafka_bootstrap, topic_prefix, tmp_path) -> None:
+    """The deployed evidence writer (`verdicts --follow --group G --db F`) stores the worker's
+    findings and metric points beside the verdicts."""
+    import os
+    import signal
+    import subprocess
+
+    import duckdb
+
+    from rlhealth.schemas.topics import TopicCatalog
+    from rlhealth.sinks.kafka import ensure_topics
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_streaming_worker import PARTITIONS, Worker
+
+    catalog = TopicCatalog(prefix=topic_prefix, partitions=PARTITIONS)
+    ensure_topics(kafka_bootstrap, catalog)
+    db = tmp_path / "evidence.duckdb"
+    env = dict(os.environ, RLHEALTH_PARTITIONS=str(PARTITIONS))
+    writer = subprocess.Popen([sys.executable, "-m", "rlhealth", "verdicts", "--bootstrap", kafka_bootstrap,
+                               "--topic-prefix", topic_prefix, "--follow", "--group", f"{topic_prefix}ev",
+                               "--format", "json", "--db", str(db)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+    w = Worker(kafka_bootstrap, topic_prefix, tmp_path / "worker.log", core=None, tick=0.5)
+    try:
+        capture = SCENARIOS / "tail_only_nccl_hang" / "capture"
+        out = subprocess.run([sys.executable, "-m", "rlhealth", "replay", str(capture), "--to-kafka", "--bootstrap",
+                              kafka_bootstrap, "--topic-prefix", topic_prefix, "--no-create-topics"],
+                             capture_output=True, text=True, timeout=300, env=env)
+        assert out.returncode == 0, out.stderr
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any(
+                k.startswith("rlhealth_verdicts_published_total") and v > 0 for k, v in w.metrics().items()):
+            assert w.proc.poll() is None, w.tail()
+            time.sleep(0.3)
+        time.sleep(5)  # the writer reads and stores what was published
+    finally:
+        w.stop()
+        writer.send_signal(signal.SIGTERM)
+        _, err = writer.communicate(timeout=60)
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]
+                  for t in ("verdicts", "findings", "metrics", "evidence_lines")}
+        refs = con.execute("SELECT ref FROM findings WHERE rule_id = 'nccl.terminating'").fetchall()
+    finally:
+        con.close()
+    assert all(n > 0 for n in counts.values()), (counts, err)
+    assert refs and '"topic"' in refs[0][0] and '"file"' in refs[0][0]  # where in Kafka and where in the file

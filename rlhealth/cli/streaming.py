@@ -96,6 +96,7 @@ def verdicts(bootstrap: str, follow: bool, job: str | None, latest: bool, only_k
         # verdicts are few (changes plus heartbeats); writing each at once keeps the store at-least-once
         # with the consumer group's auto-commit, which only commits what the loop already handled
         store = EvidenceStore(db_path, flush_rows=1, snapshot_secs=30.0)
+
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # close the store on SIGTERM too
 
     def emit(v) -> None:
@@ -107,6 +108,22 @@ def verdicts(bootstrap: str, follow: bool, job: str | None, latest: bool, only_k
             click.echo(render_text(v) + "\n")
 
     exit_code = 0
+    evidence_thread = None
+    stop_evidence = None
+    if store is not None and follow:
+        # the evidence writer: findings and metric points from the worker go to the same store
+        import threading
+
+        from rlhealth.streams.verdict_reader import follow_evidence
+
+        catalog = _catalog(topic_prefix)
+        stop_evidence = threading.Event()
+        evidence_thread = threading.Thread(
+            target=follow_evidence, name="rlhealth-evidence", daemon=True,
+            args=(bootstrap, catalog.findings, catalog.metrics),
+            kwargs={"on_finding": store.add_finding_record, "on_metrics": store.add_metrics_point,
+                    "stop": stop_evidence, "group_id": f"{group}-evidence" if group else None})
+        evidence_thread.start()
     try:
         if latest:
             newest = latest_verdicts(bootstrap, topic, job=job, only_kill=only_kill)
@@ -123,6 +140,9 @@ def verdicts(bootstrap: str, follow: bool, job: str | None, latest: bool, only_k
     except KeyboardInterrupt:
         pass
     finally:
+        if stop_evidence is not None and evidence_thread is not None:
+            stop_evidence.set()
+            evidence_thread.join(timeout=10)
         if store is not None:
             store.close()
     sys.exit(exit_code)

@@ -43,7 +43,9 @@ import pyarrow as pa
 
 from rlhealth.agents.findings import Finding, JobMetrics
 from rlhealth.schemas.codec import DeadLetter
+from rlhealth.schemas.evidence import FindingRecord, MetricsPoint
 from rlhealth.schemas.verdict import Verdict
+from rlhealth.sinks.evidence_records import finding_of, metrics_point
 
 TS = pa.timestamp("us", tz="UTC")
 
@@ -211,20 +213,26 @@ class EvidenceStore:
             })
 
     def add_metrics(self, m: JobMetrics) -> None:
-        """One point of the job's metric time series, at the judging time of `m`'s verdict."""
-        at = m.at if getattr(m, "at", None) is not None else m.last_event_time
-        if at is None:
+        """One point of the job's metric time series, at the judging time of `m`."""
+        if (m.at or m.last_event_time) is None:
             return
-        staleness = {k: round(v, 3) for k, v in m.log_staleness_s.items()}
+        self.add_metrics_point(metrics_point(m))
+
+    def add_metrics_point(self, p: MetricsPoint) -> None:
+        staleness = {k: round(v, 3) for k, v in p.log_staleness_s.items()}
         self._add("metrics", {
-            "job_id": m.job_id, "judged_at": _utc(at), "last_event_time": _utc(m.last_event_time),
-            "generation_tokens_per_s": m.generation_tokens_per_s, "running_requests": m.running_requests,
-            "waiting_requests": m.waiting_requests, "staleness_max_s": max(staleness.values()) if staleness else None,
-            "staleness": _json(staleness), "trials_completed": m.trials_completed_total,
-            "reward_mean": m.trial_reward_mean, "nonzero_reward_ratio": m.trials_nonzero_reward_ratio,
-            "gpu_util_mean": getattr(m, "gpu_util_mean", None), "restarts_burned": m.restarts_burned,
-            "trainer_last_step": m.trainer_last_step, "verdict": m.verdict, "job_status": m.job_status,
+            "job_id": p.job_id, "judged_at": p.judged_at, "last_event_time": p.last_event_time,
+            "generation_tokens_per_s": p.generation_tokens_per_s, "running_requests": p.running_requests,
+            "waiting_requests": p.waiting_requests, "staleness_max_s": max(staleness.values()) if staleness else None,
+            "staleness": _json(staleness), "trials_completed": p.trials_completed,
+            "reward_mean": p.reward_mean, "nonzero_reward_ratio": p.nonzero_reward_ratio,
+            "gpu_util_mean": p.gpu_util_mean, "restarts_burned": p.restarts_burned,
+            "trainer_last_step": p.trainer_last_step, "verdict": p.verdict, "job_status": p.job_status,
         })
+
+    def add_finding_record(self, r: FindingRecord) -> None:
+        """A finding read from the findings topic (the evidence writer)."""
+        self.add_findings(r.job_id, [finding_of(r)])
 
     def add_problems(self, job_id: str, problems: Iterable[Any], *, now: datetime | None = None) -> None:
         """Source problems of a capture or live folder (`SourceProblem`: path, problem, gate, note, count)."""

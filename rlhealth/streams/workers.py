@@ -56,6 +56,7 @@ from rlhealth.agents.stability import changed as key_facts_changed
 from rlhealth.agents.stability import stabilize
 from rlhealth.schemas import DeadLetter, EventDecodeError, decode_event, encode, job_key
 from rlhealth.schemas.topics import TopicCatalog
+from rlhealth.sinks.evidence_records import finding_record, metrics_point
 from rlhealth.sinks.prometheus import Exporter
 from rlhealth.streams.app import DEFAULT_APP_ID, group_id, make_app
 from rlhealth.streams.tables import Tables, VerdictBook, make_tables
@@ -126,6 +127,9 @@ class StreamWorker:
         self.source = self.app.topic(*sorted(self.event_topics), key_type=bytes, value_type=bytes)
         self.verdict_topic = self.app.topic(self.catalog.verdicts, key_type=bytes, value_type=bytes)
         self.dead_letter_topic = self.app.topic(self.catalog.deadletter, key_type=bytes, value_type=bytes)
+        self.findings_topic = self.app.topic(self.catalog.findings, key_type=bytes, value_type=bytes)
+        self.metrics_topic = self.app.topic(self.catalog.metrics, key_type=bytes, value_type=bytes)
+        self._finding_outbox: list[tuple[bytes, Any]] = []
         self.store = None
         if settings.db_path:
             from rlhealth.sinks.duckdb import EvidenceStore
@@ -170,6 +174,7 @@ class StreamWorker:
                     if dead is not None:
                         await self._send_dead_letter(dead)
                 self._write_back(pending)
+                await self._send_findings()
                 for event in events:  # "processed" once the states are in the table
                     self.processed_next[TP(event.message.topic, event.message.partition)] = event.message.offset + 1
         except asyncio.CancelledError:
@@ -242,11 +247,24 @@ class StreamWorker:
         if lines:
             self.exporter.log_lines_processed.inc(len(lines))
         self.exporter.last_processed.set(time.time())
-        if self.store is not None and findings:
+        if findings:
             ref = {"topic": topic, "partition": partition, "offset": offset}
             # Keep both: where the line was in its file and where the event sits in Kafka.
-            self.store.add_findings(ev.job_id, [replace(f, ref={**ref, **(f.ref or {})}) for f in findings])
+            located = [replace(f, ref={**ref, **(f.ref or {})}) for f in findings]
+            self._finding_outbox.extend((expected, finding_record(ev.job_id, f)) for f in located)
+            if self.store is not None:
+                self.store.add_findings(ev.job_id, located)
         return None
+
+    async def _send_findings(self) -> None:
+        """Publish the buffer's findings to the findings topic (the evidence writer stores them)."""
+        out, self._finding_outbox = self._finding_outbox, []
+        for key, record in out:
+            try:
+                await self.findings_topic.send(key=key, value=encode(record))
+            except Exception as exc:  # noqa: BLE001 - evidence is best effort; verdicts are the contract
+                log.error("could not publish a finding of %r: %r", key, exc)
+                return
 
     def _write_back(self, states: dict[bytes, Any]) -> None:
         """Reassign each job's table value (never mutate it in place): the assignment is the changelog write."""
@@ -413,8 +431,7 @@ class StreamWorker:
             book = VerdictBook.from_bytes(book_table.get(key))
             raw = raw.model_copy(update={"captured": self.captured})
             verdict, stability = stabilize(book.stability, raw)
-            if self.store is not None:
-                self._store_metrics(job_id, state, now, verdict)
+            await self._record_metrics(key, job_id, state, now, verdict)
             wall = self.clock().timestamp()
             if not key_facts_changed(book.last, verdict) and wall - book.published_at < self.settings.heartbeat_secs:
                 old = book.stability
@@ -440,15 +457,20 @@ class StreamWorker:
             return datetime.fromtimestamp(state.last_event_ts, UTC)
         return self.clock()
 
-    def _store_metrics(self, job_id: str, state: Any, now: datetime, verdict: Any) -> None:
+    async def _record_metrics(self, key: bytes, job_id: str, state: Any, now: datetime, verdict: Any) -> None:
+        """One point of the job's metric time series per `metrics_every_secs` of judging time: to the
+        metrics topic (the evidence writer stores it) and to this worker's own store, if any."""
         last = self._metrics_at.get(job_id)
         if last is not None and 0 <= (now - last).total_seconds() < self.settings.metrics_every_secs:
             return
         self._metrics_at[job_id] = now
         try:
-            self.store.add_metrics(self.core.metrics(state, now, last=verdict))  # type: ignore[union-attr]
+            point = metrics_point(self.core.metrics(state, now, last=verdict))
+            await self.metrics_topic.send(key=key, value=encode(point))
+            if self.store is not None:
+                self.store.add_metrics_point(point)
         except Exception as exc:  # noqa: BLE001 - evidence is best effort
-            log.error("storing metrics of job %s failed: %r", job_id, exc)
+            log.error("recording metrics of job %s failed: %r", job_id, exc)
 
     def _update_lag(self) -> None:
         per_topic: dict[str, int] = {}
