@@ -488,6 +488,7 @@ class Watcher:
                 self.exporter.update(self.core.metrics(state, when, verdict))
             if self.store is not None:
                 self.store.add_metrics(self.core.metrics(state, when, verdict))
+                self.store.add_problems(job_id, f.problems)
             if key_facts_changed(previous, verdict):
                 self.seq[job_id] = seq
                 self.verdicts[job_id] = verdict

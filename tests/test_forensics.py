@@ -152,3 +152,14 @@ def test_an_unreadable_store_is_one_line(tmp_path: Path) -> None:
     proc = cli("evidence", "jobs", "--db", str(tmp_path / "absent.duckdb"))
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_restarted_watch_stores_its_verdicts_beside_the_first_runs(tmp_path: Path) -> None:
+    db = tmp_path / "w.duckdb"
+    for _ in range(2):  # two runs of `watch --db` on the same capture: seq restarts from a new base
+        proc = cli("watch", str(KILL_CAPTURE), "--clock", "capture", "--iterations", "1", "--format", "json",
+                   "--db", str(db))
+        assert proc.returncode == 0, proc.stderr
+    assert count(db, f"SELECT count(*) FROM verdicts WHERE job_id = '{KILL_JOB}'") == 2
+    assert count(db, "SELECT count(*) FROM source_problems") >= 1
+    assert count(db, "SELECT count(*) FROM metrics") == 1  # one point per judging time: the same point
