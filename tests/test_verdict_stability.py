@@ -195,3 +195,19 @@ def test_watch_cli_clock_capture_prints_probes_verdict() -> None:
     pv = Verdict.model_validate_json(p.stdout)
     assert (wv.verdict, wv.confidence, wv.escalate, wv.job_status, wv.gates.A.summary) == \
         (pv.verdict, pv.confidence, pv.escalate, pv.job_status, pv.gates.A.summary)
+
+
+def test_the_block_for_the_person_on_call_starts_with_why_and_names_the_kill_command() -> None:
+    from rlhealth.embedded import probe
+    from rlhealth.runtime import build_core
+    from rlhealth.schemas import render_text
+
+    core = build_core()
+    kill = probe(ROOT / "tests" / "scenarios" / "slurm_same_checkpoint_crash" / "capture", core).verdict
+    assert kill.verdict == "KILL" and kill.kill_command == f"scancel {kill.job_id}"
+    text = render_text(kill).splitlines()
+    assert text[0].startswith("WHY: KILL") and len(text[0]) < 260
+    assert any(line.endswith(f"scancel {kill.job_id}") and "never runs it" in line for line in text)
+    ok = probe(ROOT / "tests" / "scenarios" / "healthy_vllm_warning_storm" / "capture", core).verdict
+    assert ok.verdict == "NO-KILL" and ok.kill_command is None
+    assert "KILL COMMAND" not in render_text(ok)

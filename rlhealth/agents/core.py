@@ -77,6 +77,8 @@ class HealthCore:
         b = gate_b(ctx, a)
         c = gate_c(ctx)
         v = verdict.decide(ctx, a, b, c, r, state.job_id, now, self.rule_packs, seq)
+        if v.verdict == "KILL":
+            v = v.model_copy(update={"kill_command": kill_command(state.sched.scheduler, state.job_id)})
         if state.last_event_ts is None:
             return v
         covered = datetime.fromtimestamp(state.last_event_ts, UTC)
@@ -119,6 +121,15 @@ class HealthCore:
             at=now,
             gpu_util_mean=_gpu_util_mean(state),
         )
+
+
+# The supervisor's kill per scheduler, as text for the person on call: rlhealth never runs it.
+KILL_COMMANDS = {"slurm": "scancel {job}", "kubernetes": "kubectl delete job {job}", "iris": "iris job kill {job}"}
+
+
+def kill_command(scheduler: str | None, job_id: str) -> str | None:
+    template = KILL_COMMANDS.get((scheduler or "").lower())
+    return template.format(job=job_id) if template else None
 
 
 def _gpu_util_mean(state: JobHealth) -> float | None:

@@ -88,6 +88,8 @@ class Verdict(Model):
     age_s: float | None = Field(default=None, description="produced_at - event_time in seconds: how old the newest "
                                                           "fact is at judging time")
     held: HeldChange | None = Field(default=None, description="set while the hysteresis holds back a change of call")
+    kill_command: str | None = Field(default=None, description="on a KILL, the supervisor's command for this job "
+                                                               "(text only: rlhealth never runs it)")
 
     def same_call(self, other: Verdict | None) -> bool:
         """True when a consumer would see no change: same verdict, status, confidence and gate statuses."""
@@ -114,6 +116,7 @@ def render_text(v: Verdict) -> str:
     restart_note = r.summary or ("none" if not r.burned else "")
     names = {"A": "liveness", "B": "resources", "C": "rollouts"}
     lines = [
+        f"WHY: {v.verdict}{' + ESCALATE' if v.escalate else ''} — {why_line(v)}",
         f"RL-JOB-HEALTH — {v.job_id} ({v.headline or 'model/geometry/stage unknown'}) captured: {v.captured or '-'}",
         f"JUDGED: {_stamp(v.produced_at)}   events to: {_stamp(v.event_time)}   age: {_age(v.age_s)}   seq: {v.seq}",
         f"VERDICT: {v.verdict} confidence: {v.confidence}   job_status: {v.job_status}"
@@ -128,6 +131,10 @@ def render_text(v: Verdict) -> str:
         lines.append(f"HELD: the core now says {h.raw_verdict}{' + escalate' if h.raw_escalate else ''} "
                      f"(since {_stamp(h.since)}); published if it still holds at {_stamp(h.until)}")
     lines.append(f"REASONING: {v.reasoning}")
+    if v.verdict == "KILL":
+        lines.append("KILL COMMAND (for the supervisor; rlhealth never runs it): "
+                     + (v.kill_command or "the scheduler's kill for this job (iris job kill / scancel / "
+                                          "kubectl delete job)"))
     label = "NEXT STEPS (if KILL)" if v.verdict == "KILL" else "NEXT STEPS (if NO-KILL)"
     lines.append(f"{label}:")
     lines.extend(f"  - {step}" for step in v.next_steps)
@@ -149,3 +156,13 @@ def _age(age_s: float | None) -> str:
     a = abs(age_s)
     text = f"{a:.0f} s" if a < 120 else f"{a / 60:.0f} min" if a < 7200 else f"{a / 3600:.1f} h"
     return text if age_s >= 0 else f"-{text} (events after judging time)"
+
+
+def why_line(v: Verdict, limit: int = 200) -> str:
+    """The reasoning's first sentence, for the top of the block."""
+    text = " ".join(v.reasoning.split())
+    for stop in (". ", "; "):
+        cut = text.find(stop)
+        if 0 < cut < limit:
+            return text[: cut + 1].rstrip(";")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
