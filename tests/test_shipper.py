@@ -63,3 +63,30 @@ def test_ship_cli_produces_to_the_real_broker(kafka_bootstrap: str, kafka_catalo
         kinds[ev.kind] = kinds.get(ev.kind, 0) + 1
     consumer.close()
     assert kinds.get("log_batch", 0) > 0 and kinds.get("heartbeat", 0) == 2  # one per tick + the stopping one
+
+
+def test_sends_are_retried_with_backoff_and_said() -> None:
+    from kafka.errors import KafkaTimeoutError
+
+    from rlhealth.sinks.kafka import retrying
+
+    calls, slept, said = [], [], []
+
+    def flaky(item):
+        calls.append(item)
+        if len(calls) < 3:
+            raise KafkaTimeoutError("buffer full")
+        return "ok"
+
+    send = retrying(flaky, sleep=slept.append, say=said.append)
+    assert send("ev") == "ok"
+    assert calls == ["ev"] * 3 and slept == [0.5, 1.0]
+    assert len(said) == 2 and "retry 1/5 in 0.5 s" in said[0]
+
+    def dead(item):
+        raise KafkaTimeoutError("gone")
+
+    import pytest
+
+    with pytest.raises(KafkaTimeoutError):
+        retrying(dead, attempts=3, sleep=slept.append)("ev")

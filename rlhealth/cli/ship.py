@@ -27,7 +27,7 @@ def ship(directory: Path, bootstrap: str, job_id: str | None, interval_secs: flo
     Secrets in log lines are redacted before anything leaves this process. A heartbeat every
     interval lets the workers tell a silent job from a dead shipper.
     """
-    from rlhealth.sinks.kafka import EventProducer
+    from rlhealth.sinks.kafka import EventProducer, retrying
     from rlhealth.sources.capture import CaptureError
     from rlhealth.sources.shipper import FolderShipper
 
@@ -38,7 +38,8 @@ def ship(directory: Path, bootstrap: str, job_id: str | None, interval_secs: flo
 
         extra.append(lambda: pod_statuses(k8s_namespace, k8s_selector, job_id=shipper.job_id))
     try:
-        shipper = FolderShipper(directory, producer.send, job_id=job_id, shipper_id=shipper_id,
+        send = retrying(producer.send, say=lambda msg: click.echo(f"rlhealth ship: {msg}", err=True))
+        shipper = FolderShipper(directory, send, job_id=job_id, shipper_id=shipper_id,
                                 interval_s=interval_secs, extra_polls=extra)
     except CaptureError as exc:
         click.echo(f"rlhealth ship: {exc}", err=True)

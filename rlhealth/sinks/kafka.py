@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -172,3 +172,32 @@ class EventProducer:
 
 
 __all__ = ["EventProducer", "TopicInfo", "TopicMismatchError", "admin_client", "describe_topics", "ensure_topics"]
+
+
+def retrying(send: Callable[[Any], Any], *, attempts: int = 6, first_delay_s: float = 0.5, max_delay_s: float = 30.0,
+             sleep: Callable[[float], None] | None = None, say: Callable[[str], None] | None = None
+             ) -> Callable[[Any], Any]:
+    """`send` retried with exponential backoff on Kafka client errors (a full buffer, a broker gone
+    for a while); each retry is announced through `say`. The last failure is raised."""
+    import time
+
+    from kafka.errors import KafkaError
+
+    pause = sleep or time.sleep
+
+    def send_retrying(item: Any) -> Any:
+        delay = first_delay_s
+        for attempt in range(1, attempts + 1):
+            try:
+                return send(item)
+            except KafkaError as exc:
+                if attempt == attempts:
+                    raise
+                if say is not None:
+                    say(f"send failed ({type(exc).__name__}: {str(exc)[:120]}); retry {attempt}/{attempts - 1} "
+                        f"in {delay:g} s")
+                pause(delay)
+                delay = min(delay * 2, max_delay_s)
+        return None
+
+    return send_retrying
