@@ -23,6 +23,8 @@ from rlhealth.agents.core import HealthCore
 from rlhealth.agents.findings import Finding
 from rlhealth.agents.normalize import parse_memo, remember_parse
 from rlhealth.agents.signatures import Classifier, LineMatch
+from rlhealth.agents.stability import Stability, stabilize
+from rlhealth.agents.stability import changed as key_facts_changed
 from rlhealth.agents.state import JobHealth
 from rlhealth.agents.verdict import apply_source_notes
 from rlhealth.schemas import EventBase, Verdict
@@ -77,7 +79,7 @@ ASOF_BATCH_LINES = 500
 def probe(capture_dir: Path, core: HealthCore, now: datetime | None = None,
           on_findings: Callable[[str, list[Finding]], None] | None = None,
           progress: Callable[[EventBase], None] | None = None, batch_lines: int | None = None,
-          workers: int | None = None) -> ProbeResult:
+          workers: int | None = None, seq: int | None = None) -> ProbeResult:
     """Judge one capture. Raises rlhealth.sources.capture.CaptureError when it cannot be read at all.
 
     `batch_lines`: lines per log batch; default `PROBE_BATCH_LINES`, or `ASOF_BATCH_LINES` when
@@ -88,7 +90,9 @@ def probe(capture_dir: Path, core: HealthCore, now: datetime | None = None,
     and `PARALLEL_MIN_BYTES` of logs, and this process has a single thread; env
     `RLHEALTH_PROBE_WORKERS` overrides),
     0 or 1 = everything in this process. The events, the matches and so the verdict are the same
-    either way."""
+    either way.
+
+    `seq`: the verdict's sequence number; default `run_seq_base()`, unique per run."""
     from rlhealth.sources.capture import open_capture
 
     t0 = time.perf_counter()
@@ -110,7 +114,7 @@ def probe(capture_dir: Path, core: HealthCore, now: datetime | None = None,
     else:
         events = cap.events() if now is None else _until(cap.events(), when)
         state, n_events, n_findings = run_events(core, cap.info.job_id, events, when, on_findings, progress)
-    verdict = core.judge(state, when)
+    verdict = core.judge(state, when, seq=run_seq_base() if seq is None else seq)
     verdict = apply_source_notes(verdict, _notes(cap.problems))
     verdict = verdict.model_copy(update={"captured": str(capture_dir)})
     return ProbeResult(verdict, state, n_events, n_findings, list(cap.problems), time.perf_counter() - t0)
@@ -412,17 +416,30 @@ def stderr_is_tty() -> bool:
     return sys.stderr.isatty()
 
 
+def run_seq_base() -> int:
+    """A per-run base for verdict sequence numbers: microseconds since the epoch at the call.
+
+    `probe` stamps its verdict with it and `watch` counts up from it, so a second probe of the same
+    job or a restarted watch never reuses a (job, seq) already stored (`--db`)."""
+    return time.time_ns() // 1000
+
+
 class Watcher:
     """Follows several captures or live folders in one process and re-judges them on each tick.
 
     `clock` gives "now": the wall clock for live folders; `capture` mode judges a static capture at
-    its own captured_at (or the newest event, whichever is later) so a finished capture is not read
-    as stale just because it is old.
+    its own captured_at, exactly as `probe` does, so a finished capture is not read as stale just
+    because it is old. In capture mode the readers take captured_at as their time too (a scheduler
+    poll read from sacct.txt is dated captured_at, as in `probe`).
+
+    Every raw judgement goes through the hysteresis of `rlhealth.agents.stability`; a verdict is
+    returned (printed, stored) when one of its key facts changed (`stability.changed`).
+    Sequence numbers count up from `seq_base` (default: `run_seq_base()`).
     """
 
     def __init__(self, core: HealthCore, dirs: list[Path], *, clock: Callable[[], datetime] = utc_now,
                  clock_mode: str = "wall", job_ids: list[str | None] | None = None, exporter=None, store=None,
-                 batch_lines: int = 500) -> None:
+                 batch_lines: int = 500, seq_base: int | None = None) -> None:
         from rlhealth.sources.follow import CaptureFollower
 
         self.core = core
@@ -433,40 +450,46 @@ class Watcher:
         ids = job_ids or [None] * len(dirs)
         self.followers = [CaptureFollower(d, job_id=j, batch_lines=batch_lines, clock=clock, prefilter=core.classifier)
                           for d, j in zip(dirs, ids)]
+        if clock_mode == "capture":
+            for f in self.followers:
+                f.clock = (lambda f=f: self._now_for(f))
+                f.static = True
         self.states: dict[str, JobHealth] = {}
         self.verdicts: dict[str, Verdict] = {}
+        self.books: dict[str, Stability] = {}
+        self.seq_base = run_seq_base() if seq_base is None else seq_base
         self.seq: dict[str, int] = {}
 
     def _now_for(self, follower) -> datetime:
-        now = self.clock()
         if self.clock_mode == "capture":
-            state = self.states.get(follower.info.job_id)
-            newest = state.last_event_ts if state and state.last_event_ts else None
-            cap = follower.info.captured_at
-            candidates = [cap] + ([datetime.fromtimestamp(newest, UTC)] if newest else [])
-            return max(candidates)
-        return now
+            return follower.info.captured_at
+        return self.clock()
 
     def tick(self) -> list[Verdict]:
-        """Read what is new, fold it in, judge every job; returns the verdicts that changed."""
+        """Read what is new, fold it in, judge every job; returns the verdicts whose key facts changed."""
         changed: list[Verdict] = []
         for f in self.followers:
             job_id = f.info.job_id
             state = self.states.get(job_id) or self.core.new_state(job_id)
-            now = self.clock()
+            now = self._now_for(f)
             for event in f.poll():
                 state, findings = self.core.step(state, event, now)
                 if findings and self.store is not None:
                     self.store.add_findings(job_id, findings)
             self.states[job_id] = state
             when = self._now_for(f)
-            seq = self.seq.get(job_id, 0) + 1
-            verdict = self.core.judge(state, when, seq=seq)
-            verdict = apply_source_notes(verdict, _notes(f.problems)).model_copy(update={"captured": str(f.path)})
+            seq = self.seq.get(job_id, self.seq_base) + 1
+            raw = self.core.judge(state, when, seq=seq)
+            raw = apply_source_notes(raw, _notes(f.problems)).model_copy(update={"captured": str(f.path)})
+            verdict, book = stabilize(self.books.get(job_id), raw)
+            self.books[job_id] = book
             previous = self.verdicts.get(job_id)
             if self.exporter is not None:
                 self.exporter.update(self.core.metrics(state, when, verdict), verdict)
-            if not verdict.same_call(previous):
+            if self.store is not None:
+                self.store.add_metrics(self.core.metrics(state, when, verdict))
+                self.store.add_problems(job_id, f.problems)
+            if key_facts_changed(previous, verdict):
                 self.seq[job_id] = seq
                 self.verdicts[job_id] = verdict
                 changed.append(verdict)

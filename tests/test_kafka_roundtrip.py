@@ -38,8 +38,9 @@ def test_every_event_kind_has_a_topic_and_each_topic_lists_its_kinds():
 def test_catalogue_names_and_cleanup_policies():
     catalog = TopicCatalog()
     names = catalog.all_topics
-    assert len(names) == len(set(names)) == 8
-    assert set(names) == {t.LOGS, t.GPU, t.TRIALS, t.JOBSTATE, t.JOBSPEC, t.HEARTBEATS, t.VERDICTS, t.DEADLETTER}
+    assert len(names) == len(set(names)) == 10
+    assert set(names) == {t.LOGS, t.GPU, t.TRIALS, t.JOBSTATE, t.JOBSPEC, t.HEARTBEATS, t.VERDICTS, t.DEADLETTER,
+                          t.FINDINGS, t.METRICS}
     compacted = {s.base for s in t.TOPIC_SPECS if s.compacted}
     assert compacted == {t.VERDICTS, t.JOBSPEC, t.JOBSTATE}
     for name, cfg in catalog.topic_configs().items():
@@ -164,7 +165,7 @@ def test_topics_cli_create_and_list(kafka_bootstrap, topic_prefix):
     try:
         created = runner.invoke(main, ["topics", "create", "--partitions", "3"], env=env)
         assert created.exit_code == 0, created.output
-        assert created.output.count("created ") == 8
+        assert created.output.count("created ") == 10
         listed = runner.invoke(main, ["topics", "list", "--json", "--bootstrap", kafka_bootstrap], env=env)
         assert listed.exit_code == 0, listed.output
         rows = [orjson.loads(line) for line in listed.output.splitlines()]

@@ -211,7 +211,8 @@ def test_json_schema_files_are_in_sync_with_the_models():
     docs = schema_documents()
     on_disk = {p.name for p in JSON_DIR.glob("*.schema.json")}
     assert on_disk == set(docs), "run `rlhealth schemas export`"
-    expected_names = {f"{k}.schema.json" for k in EVENT_MODELS} | {"verdict.schema.json", "dead_letter.schema.json"}
+    expected_names = {f"{k}.schema.json" for k in EVENT_MODELS} | {
+        "verdict.schema.json", "dead_letter.schema.json", "finding.schema.json", "metrics_point.schema.json"}
     assert set(docs) == expected_names
     for name, text in docs.items():
         assert (JSON_DIR / name).read_text(encoding="utf-8") == text, f"{name} is stale: run `rlhealth schemas export`"

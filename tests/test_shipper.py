@@ -67,3 +67,4 @@ def test_ship_cli_produces_to_the_real_broker(kafka_bootstrap: str, kafka_catalo
     consumer.close()
     # per run: one per tick, one with the final read on the way out, the stopping one
     assert kinds.get("log_batch", 0) == 2 and kinds.get("heartbeat", 0) == 6
+

@@ -45,7 +45,7 @@ def free_port() -> int:
 class Worker:
     def __init__(self, bootstrap: str, prefix: str, log_path: Path, *, core: str | None = STUB,
                  tick: float = 1.0, heartbeat: float = 300.0, extra_env: dict[str, str] | None = None,
-                 db: Path | None = None) -> None:
+                 db: Path | None = None, extra_args: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         env = dict(os.environ, RLHEALTH_PARTITIONS=str(PARTITIONS), PYTHONUNBUFFERED="1")
         env["PYTHONPATH"] = os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
@@ -58,6 +58,7 @@ class Worker:
                "--session-timeout-secs", "10"]
         if db is not None:
             cmd += ["--db", str(db)]
+        cmd += list(extra_args)
         self.log_path = log_path
         self._log = open(log_path, "ab")  # noqa: SIM115 - the worker's stdout, closed in stop()
         self.proc = subprocess.Popen(cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT)
@@ -214,9 +215,10 @@ def test_verdicts_are_published_with_increasing_seq_and_read_back(kafka_bootstra
     cli = subprocess.run([sys.executable, "-m", "rlhealth", "verdicts", "--bootstrap", kafka_bootstrap,
                           "--topic-prefix", catalog.prefix, "--latest", "--job", "job-b", "--format", "json"],
                          capture_output=True, text=True, timeout=120)
-    assert cli.returncode == 0, cli.stderr
+    assert cli.returncode == 10, cli.stderr  # probe's exit code for a KILL
     v = Verdict.model_validate_json(cli.stdout)
     assert (v.job_id, v.verdict) == ("job-b", "KILL")
+    assert v.captured and catalog.verdicts in v.captured  # where it was judged, never "-"
     assert v.seq == newest["job-b"].seq
     text = subprocess.run([sys.executable, "-m", "rlhealth", "verdicts", "--bootstrap", kafka_bootstrap,
                            "--topic-prefix", catalog.prefix, "--only-kill"], capture_output=True, text=True,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from rlhealth.agents import ingest, verdict
@@ -81,7 +81,13 @@ class HealthCore:
         a = gate_a(ctx, r)
         b = gate_b(ctx, a)
         c = gate_c(ctx)
-        return verdict.decide(ctx, a, b, c, r, state.job_id, now, self.rule_packs, seq)
+        v = verdict.decide(ctx, a, b, c, r, state.job_id, now, self.rule_packs, seq)
+        if v.verdict == "KILL":
+            v = v.model_copy(update={"kill_command": kill_command(state.sched.scheduler, state.job_id)})
+        if state.last_event_ts is None:
+            return v
+        covered = datetime.fromtimestamp(state.last_event_ts, UTC)
+        return v.model_copy(update={"event_time": covered, "age_s": round((now - covered).total_seconds(), 3)})
 
     def metrics(self, state: JobHealth, now: datetime, last: Verdict | None = None) -> JobMetrics:
         n = now.timestamp()
@@ -117,4 +123,23 @@ class HealthCore:
             job_status=last.job_status if last else None,
             last_event_time=datetime.fromtimestamp(state.last_event_ts, now.tzinfo) if state.last_event_ts else None,
             trainer_last_step=state.trainer.last_step,
+            at=now,
+            gpu_util_mean=_gpu_util_mean(state),
         )
+
+
+# The supervisor's kill per scheduler, as text for the person on call: rlhealth never runs it.
+KILL_COMMANDS = {"slurm": "scancel {job}", "kubernetes": "kubectl delete job {job}", "iris": "iris job kill {job}"}
+
+
+def kill_command(scheduler: str | None, job_id: str) -> str | None:
+    template = KILL_COMMANDS.get((scheduler or "").lower())
+    return template.format(job=job_id) if template else None
+
+
+def _gpu_util_mean(state: JobHealth) -> float | None:
+    utils: list[float] = []
+    for host in state.gpus.values():
+        if host.polls:
+            utils.extend(g[1] for g in host.polls[-1][1] if g[1] is not None)
+    return round(sum(utils) / len(utils), 2) if utils else None

@@ -47,3 +47,5 @@ class JobMetrics:
     job_status: str | None
     last_event_time: datetime | None
     trainer_last_step: int | None = None
+    at: datetime | None = None  # the judging time these values are as of
+    gpu_util_mean: float | None = None  # mean utilisation (%) over every GPU's latest poll

@@ -244,17 +244,10 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
         if pk is None:
             pk = peeled[m.index] = peel_stripped(text)
         dt = explicit_ts[m.index] if explicit_ts is not None else None
-        if dt is None and explicit_ts is not None:
-            # An unstamped line (traceback body, tqdm bar) takes the shipper's time of the nearest line
-            # before it: the shipper's (or a replay's rebased) times win over the text, as for freshness.
-            for j in range(m.index - 1, max(m.index - TIME_LOOKBACK_LINES, -1), -1):
-                if explicit_ts[j] is not None:
-                    dt = explicit_ts[j]
-                    break
         if dt is None:
             if m.index not in memo:
                 memo[m.index] = timestamp_of_peeled(pk[1], pk[2], now)  # == line_timestamp(lines[m.index], now)
-            dt = _line_time(lines, m.index, now, memo)
+            dt = _line_time(lines, m.index, now, memo, explicit_ts)
         ts = dt.timestamp() if dt is not None else (prev_stream_ts if prev_stream_ts is not None else batch_ts)
         # peel_prefixes strips again: only a text that still holds an ESC can differ from the peel above
         prefixes, rest = peel_prefixes(text) if "\x1b" in text else pk[:2]
@@ -283,9 +276,15 @@ _LOOKBACK_FOR_TIME = TIME_LOOKBACK_LINES
 _NO_TS = object()
 
 
-def _line_time(lines: list[str], index: int, now: datetime, memo: dict) -> datetime | None:
-    """A line's own timestamp, else the nearest earlier one in the batch (tqdm bars, traceback bodies)."""
+def _line_time(lines: list[str], index: int, now: datetime, memo: dict,
+               explicit_ts: list | None = None) -> datetime | None:
+    """A line's own timestamp, else the nearest earlier one in the batch (tqdm bars, traceback bodies).
+
+    An earlier line's time in the batch's `ts` column wins over its text: a replay rebases `ts`
+    (the text keeps the capture's time)."""
     for j in range(index, max(index - _LOOKBACK_FOR_TIME, -1), -1):
+        if explicit_ts is not None and explicit_ts[j] is not None:
+            return explicit_ts[j]
         dt = memo.get(j, _NO_TS)
         if dt is _NO_TS:
             dt = memo[j] = line_timestamp(lines[j], now)

@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "replay": "rlhealth.cli.streaming:replay",
     "topics": "rlhealth.cli.topics:topics",
     "ship": "rlhealth.cli.ship:ship",
+    "evidence": "rlhealth.cli.evidence:evidence",
 }
 
 HELP = {
@@ -37,6 +38,7 @@ HELP = {
     "replay": "Produce a capture's events to Kafka in event-time order.",
     "topics": "Create or list rlhealth's Kafka topics.",
     "ship": "Follow a job's live folder and send its events to Kafka (with heartbeats).",
+    "evidence": "Ask the DuckDB evidence store canned questions, run SQL, export Parquet.",
 }
 
 
@@ -56,6 +58,17 @@ class LazyGroup(click.Group):
                 return _not_yet(name)
             raise
         return getattr(module, attr)
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:
+            # A Kafka client error (broker gone mid-run, timeouts): one line and exit 2, no traceback.
+            if type(exc).__module__.split(".")[0] in ("kafka", "aiokafka"):
+                name = ctx.invoked_subcommand or "rlhealth"
+                click.echo(f"rlhealth {name}: Kafka error: {type(exc).__name__}: {str(exc)[:300]}", err=True)
+                ctx.exit(2)
+            raise
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, HELP.get(name, "")) for name in self.list_commands(ctx)]

@@ -8,6 +8,30 @@ from typing import Any
 import click
 
 BOOTSTRAP_ENV = "RLHEALTH_KAFKA_BOOTSTRAP"
+CONNECT_TIMEOUT_ENV = "RLHEALTH_KAFKA_CONNECT_TIMEOUT"
+DEFAULT_CONNECT_TIMEOUT_S = 10.0
+
+
+def wait_reachable(servers: str, timeout_s: float) -> str | None:
+    """Try a TCP connection to each bootstrap server until one answers or `timeout_s` passes.
+    Returns None when one is reachable, else the last error in a few words."""
+    import socket
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    last = "no server"
+    while True:
+        for server in servers.split(","):
+            host, _, port = server.strip().rpartition(":")
+            left = max(0.2, min(2.0, deadline - time.monotonic()))
+            try:
+                with socket.create_connection((host.strip("[]"), int(port)), timeout=left):
+                    return None
+            except OSError as exc:
+                last = exc.strerror or type(exc).__name__
+        if time.monotonic() >= deadline:
+            return last
+        time.sleep(0.25)
 
 
 def _check_bootstrap(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -21,6 +45,28 @@ def _check_bootstrap(ctx: click.Context, param: click.Parameter, value: str | No
     return value
 
 
+def require_reachable(value: str) -> None:
+    """Fail fast, in one line, when no broker answers: not a 30 s hang and a client traceback.
+
+    Called once every option is parsed and checked (so a usage error is reported first)."""
+    import os
+
+    try:
+        timeout = float(os.environ.get(CONNECT_TIMEOUT_ENV, "") or DEFAULT_CONNECT_TIMEOUT_S)
+    except ValueError:
+        timeout = DEFAULT_CONNECT_TIMEOUT_S
+    error = wait_reachable(value, timeout)
+    if error is not None:
+        ctx = click.get_current_context()
+        names, c = [], ctx
+        while c.parent is not None:
+            names.append(c.info_name or "")
+            c = c.parent
+        click.echo(f"rlhealth {' '.join(reversed(names))}: Kafka unreachable at {value} after {timeout:g} s ({error}); "
+                   f"check --bootstrap / ${BOOTSTRAP_ENV}", err=True)
+        ctx.exit(2)
+
+
 def bootstrap_option(required: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """`--bootstrap HOST:PORT`, defaulting to $RLHEALTH_KAFKA_BOOTSTRAP; passed as `bootstrap`."""
     return click.option(
@@ -31,7 +77,8 @@ def bootstrap_option(required: bool = True) -> Callable[[Callable[..., Any]], Ca
         metavar="HOST:PORT",
         callback=_check_bootstrap,
         show_envvar=True,
-        help="Kafka bootstrap servers (comma-separated HOST:PORT).",
+        help="Kafka bootstrap servers (comma-separated HOST:PORT). Unreachable for "
+             f"${CONNECT_TIMEOUT_ENV} seconds (default {DEFAULT_CONNECT_TIMEOUT_S:g}): one line on stderr, exit 2.",
     )
 
 
@@ -66,13 +113,17 @@ def _read_secret(path: str | None, env_name: str) -> str | None:
     return value if value else None
 
 
-def kafka_security_options(f: Callable[..., Any]) -> Callable[..., Any]:
+def kafka_security_options(f: Callable[..., Any] | None = None, *, fail_fast: bool = True) -> Any:
     """The `--kafka-*` security options of every command that talks to Kafka, passed as `kafka_security`.
 
     Each defaults to its RLHEALTH_KAFKA_* variable (rlhealth.schemas.kafka_security). Passwords are
     never taken on the command line (they would show in `ps`): RLHEALTH_KAFKA_SASL_PASSWORD or
     --kafka-sasl-password-file, RLHEALTH_KAFKA_SSL_KEY_PASSWORD or --kafka-ssl-key-password-file.
+    With `fail_fast` (the default) the command exits 2 in one line when no broker answers; `ship`
+    turns it off, since a shipper started during an outage spools instead.
     """
+    if f is None:
+        return lambda g: kafka_security_options(g, fail_fast=fail_fast)
     import functools
 
     from rlhealth.schemas.kafka_security import ENV, PROTOCOLS, SASL_MECHANISMS
@@ -93,6 +144,8 @@ def kafka_security_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 ssl_check_hostname=v["kafka_ssl_check_hostname"])
         except (KafkaSecurityError, OSError) as exc:
             raise click.UsageError(f"Kafka security settings: {exc}") from None
+        if fail_fast and kwargs.get("bootstrap"):
+            require_reachable(kwargs["bootstrap"])
         return f(*args, kafka_security=security, **kwargs)
 
     existing = click.Path(exists=True, dir_okay=False)

@@ -13,6 +13,54 @@ EXIT_KILL = 10
 EXIT_USAGE = 2
 
 
+class ProbeProgress:
+    """Progress on stderr while a probe reads: bytes and files of the capture's logs (rich)."""
+
+    def __init__(self, capture: Path, min_interval: float = 0.25) -> None:
+        import time
+
+        from rich.console import Console
+        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+
+        logs = [f for f in (capture / "logs").rglob("*") if f.is_file()] if (capture / "logs").is_dir() else []
+        self.sizes = {f.relative_to(capture).as_posix(): f.stat().st_size for f in logs}
+        self.total = sum(self.sizes.values())
+        self.done: dict[str, int] = {}
+        self.events = 0
+        self._time = time.monotonic
+        self._last = 0.0
+        self.min_interval = min_interval
+        self.bar = Progress(TextColumn("probe"), BarColumn(), DownloadColumn(), TextColumn("{task.fields[files]}"),
+                            TextColumn("{task.fields[events]:,} events"), TimeElapsedColumn(),
+                            console=Console(stderr=True), auto_refresh=False, transient=False)
+        self.task = self.bar.add_task("logs", total=self.total or None, files=self._files(), events=0)
+        self.bar.start()
+        self.bar.refresh()
+
+    def _files(self) -> str:
+        full = sum(1 for k, n in self.done.items() if n >= self.sizes.get(k, 0))
+        return f"files {full}/{len(self.sizes)} read, {len(self.done)} open"
+
+    def event(self, ev) -> None:
+        self.events += 1
+        offsets = getattr(ev, "offsets", None)
+        stream = ev.source.stream if getattr(ev, "source", None) else None
+        if offsets and stream:
+            end = offsets[-1] + (len(ev.lines[-1].encode("utf-8", "replace")) + 1 if ev.lines else 0)
+            self.done[stream] = max(self.done.get(stream, 0), min(end, self.sizes.get(stream, end)))
+        now = self._time()
+        if now - self._last >= self.min_interval:
+            self._last = now
+            self.bar.update(self.task, completed=sum(self.done.values()), files=self._files(), events=self.events)
+            self.bar.refresh()
+
+    def close(self) -> None:
+        self.bar.update(self.task, completed=self.total if self.total else sum(self.done.values()),
+                        files=self._files(), events=self.events)
+        self.bar.refresh()
+        self.bar.stop()
+
+
 def _parse_now(value: str | None) -> datetime | None:
     if value is None:
         return None
@@ -60,26 +108,26 @@ def probe(capture: Path, now_text: str | None, fmt: str, db: Path | None, rules_
 
         store = EvidenceStore(db)
     show = stderr_is_tty() if progress is None else progress
-    counter = {"n": 0}
-
-    def tick(_event) -> None:
-        counter["n"] += 1
-        if counter["n"] % 2000 == 0:
-            click.echo(f"\r  {counter['n']:,} events", err=True, nl=False)
-
+    meter = ProbeProgress(capture) if show else None
     try:
         result = run_probe(capture, core, now, on_findings=store.add_findings if store else None,
-                           progress=tick if show else None)
+                           progress=meter.event if meter else None)
     except CaptureError as exc:
         click.echo(f"rlhealth probe: {exc}", err=True)
         sys.exit(EXIT_USAGE)
     finally:
-        if show:
-            click.echo("", err=True)
-    if store is not None:
-        store.add_verdict(result.verdict)
-        store.close()
+        if meter is not None:
+            meter.close()
     v = result.verdict
+    if store is not None:
+        store.add_verdict(v)
+        store.add_problems(v.job_id, result.problems)
+        store.add_metrics(core.metrics(result.state, v.produced_at, last=v))
+        store.flush()
+        if store.dropped["verdicts"]:
+            click.echo(f"rlhealth probe: {db}: this verdict (job {v.job_id}, seq {v.seq}) was already stored",
+                       err=True)
+        store.close()
     if fmt == "json":
         click.echo(v.model_dump_json(indent=2))
     else:

@@ -50,7 +50,7 @@ def default_state_dir(job_id: str) -> Path:
               help="Also poll this node's GPUs with nvidia-smi every interval.")
 @click.option("--metrics-port", type=int, help="Serve the shipper's counters on this port (/metrics).")
 @click.option("--metrics-addr", default="127.0.0.1", show_default=True)
-@kafka_security_options
+@kafka_security_options(fail_fast=False)  # a shipper started during an outage spools
 def ship(directory: Path, bootstrap: str, job_id: str | None, interval_secs: float, shipper_id: str | None,
          k8s_namespace: str | None, k8s_selector: str | None, iterations: int, state_dir: Path | None,
          spool_max_bytes: int, max_bytes_per_tick: int, flush_timeout: float, state_command: str | None,

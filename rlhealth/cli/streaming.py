@@ -12,6 +12,8 @@ import orjson
 
 from rlhealth.cli.options import bootstrap_option, kafka_security_options
 
+EXIT_KILL = 10  # as `rlhealth probe`
+
 
 def _catalog(prefix: str | None, partitions: int | None = None):
     from rlhealth.schemas.topics import TopicCatalog
@@ -38,10 +40,13 @@ prefix_option = click.option("--topic-prefix", "topic_prefix", envvar="RLHEALTH_
               help="Kafka group session timeout: how soon a crashed worker's partitions move.")
 @click.option("--no-create-topics", is_flag=True, help="Do not create missing topics at start.")
 @click.option("--loglevel", default="info", show_default=True)
+@click.option("--clock", "clock_mode", type=click.Choice(["wall", "event"]), default="wall", show_default=True,
+              help="wall: judge at the current time (live jobs); event: judge each job at its newest event time "
+                   "(backfills, full-speed replays: each verdict is what `probe --now` says at that time).")
 @kafka_security_options
 def worker(bootstrap: str, metrics_port: int | None, metrics_addr: str, tick_secs: float, heartbeat_secs: float,
            db_path: str | None, topic_prefix: str | None, app_id: str, session_timeout_secs: float,
-           no_create_topics: bool, loglevel: str, kafka_security) -> None:
+           no_create_topics: bool, loglevel: str, clock_mode: str, kafka_security) -> None:
     """Run the streaming worker: events in, verdicts out, state in a changelogged table.
 
     Exits non-zero if its stream agent dies (70), so the orchestrator restarts it.
@@ -56,7 +61,7 @@ def worker(bootstrap: str, metrics_port: int | None, metrics_addr: str, tick_sec
     settings = WorkerSettings(bootstrap=bootstrap, catalog=catalog, app_id=app_id, tick_secs=tick_secs,
                               heartbeat_secs=heartbeat_secs, metrics_port=metrics_port, metrics_addr=metrics_addr,
                               db_path=db_path, loglevel=loglevel, session_timeout_s=session_timeout_secs,
-                              security=kafka_security)
+                              security=kafka_security, clock_mode=clock_mode)
     sys.exit(StreamWorker(settings).run())
 
 
@@ -78,6 +83,7 @@ def verdicts(bootstrap: str, follow: bool, job: str | None, latest: bool, only_k
     """Print verdicts from the verdict topic.
 
     `--latest --job J --format json` prints that job's newest verdict as one JSON object (exit 1 if none).
+    With `--latest` the exit code is `probe`'s: 10 when any verdict printed is a KILL, else 0.
     """
     from rlhealth.schemas import render_text
     from rlhealth.streams.verdict_reader import latest_verdicts, read_verdicts
@@ -91,7 +97,8 @@ def verdicts(bootstrap: str, follow: bool, job: str | None, latest: bool, only_k
 
         # verdicts are few (changes plus heartbeats); writing each at once keeps the store at-least-once
         # with the consumer group's auto-commit, which only commits what the loop already handled
-        store = EvidenceStore(db_path, flush_rows=1)
+        store = EvidenceStore(db_path, flush_rows=1, snapshot_secs=30.0)
+
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # close the store on SIGTERM too
 
     def emit(v) -> None:
@@ -102,6 +109,24 @@ def verdicts(bootstrap: str, follow: bool, job: str | None, latest: bool, only_k
         else:
             click.echo(render_text(v) + "\n")
 
+    exit_code = 0
+    evidence_thread = None
+    stop_evidence = None
+    if store is not None and follow:
+        # the evidence writer: findings and metric points from the worker go to the same store
+        import threading
+
+        from rlhealth.streams.verdict_reader import follow_evidence
+
+        catalog = _catalog(topic_prefix)
+        stop_evidence = threading.Event()
+        evidence_thread = threading.Thread(
+            target=follow_evidence, name="rlhealth-evidence", daemon=True,
+            args=(bootstrap, catalog.findings, catalog.metrics),
+            kwargs={"on_finding": store.add_finding_record, "on_metrics": store.add_metrics_point,
+                    "stop": stop_evidence, "group_id": f"{group}-evidence" if group else None,
+                    "security": kafka_security})
+        evidence_thread.start()
     try:
         if latest:
             newest = latest_verdicts(bootstrap, topic, job=job, only_kill=only_kill, security=kafka_security)
@@ -109,6 +134,8 @@ def verdicts(bootstrap: str, follow: bool, job: str | None, latest: bool, only_k
                 raise click.ClickException("no verdict" + (f" for job {job}" if job else ""))
             for v in newest.values():
                 emit(v)
+            if any(v.verdict == "KILL" for v in newest.values()):
+                exit_code = EXIT_KILL
         else:
             for v in read_verdicts(bootstrap, topic, follow=follow, job=job, only_kill=only_kill, group_id=group,
                                    security=kafka_security):
@@ -117,8 +144,12 @@ def verdicts(bootstrap: str, follow: bool, job: str | None, latest: bool, only_k
     except KeyboardInterrupt:
         pass
     finally:
+        if stop_evidence is not None and evidence_thread is not None:
+            stop_evidence.set()
+            evidence_thread.join(timeout=10)
         if store is not None:
             store.close()
+    sys.exit(exit_code)
 
 
 @click.command()

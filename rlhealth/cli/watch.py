@@ -20,8 +20,8 @@ from rlhealth.cli.options import run_every
               help="Append evidence and verdicts to this DuckDB file.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--clock", "clock_mode", type=click.Choice(["wall", "capture"]), default="wall", show_default=True,
-              help="wall: judge at the current time (live folders); capture: at each capture's captured_at "
-                   "or newest event (static captures).")
+              help="wall: judge at the current time (live folders); capture: at each capture's captured_at, "
+                   "as `probe` does (static captures).")
 @click.option("--job-id", "job_ids", multiple=True,
               help="Job id for a bare live folder without capture.json (repeat once per DIR, in order).")
 @click.option("--iterations", type=int, default=0, help="Stop after N ticks (0: run until interrupted).")
@@ -50,7 +50,7 @@ def watch(dirs: tuple[Path, ...], interval_secs: float, metrics_port: int | None
     if db is not None:
         from rlhealth.sinks.duckdb import EvidenceStore
 
-        store = EvidenceStore(db)
+        store = EvidenceStore(db, snapshot_secs=30.0)  # readers open <db>.snapshot while watch runs
     ids: list[str | None] = list(job_ids) + [None] * (len(dirs) - len(job_ids))
     try:
         watcher = Watcher(core, list(dirs), clock_mode=clock_mode, job_ids=ids, exporter=exporter, store=store)

@@ -21,7 +21,16 @@ from rlhealth.schemas.events import (
     ShipperHeartbeat,
     TrialEvent,
 )
-from rlhealth.schemas.verdict import Evidence, EvidenceRef, Gate, Gates, Restarts, Verdict, render_text
+from rlhealth.schemas.verdict import (
+    Evidence,
+    EvidenceRef,
+    Gate,
+    Gates,
+    HeldChange,
+    Restarts,
+    Verdict,
+    render_text,
+)
 
 __all__ = [
     "AttemptRecord",
@@ -51,6 +60,7 @@ __all__ = [
     "ShipperHeartbeat",
     "Source",
     "TrialEvent",
+    "HeldChange",
     "Verdict",
     "decode_event",
     "decode_verdict",

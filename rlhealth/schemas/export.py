@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from rlhealth.schemas.codec import DeadLetter
 from rlhealth.schemas.events import EVENT_MODELS
+from rlhealth.schemas.evidence import FindingRecord, MetricsPoint
 from rlhealth.schemas.verdict import Verdict
 
 JSON_DIR = Path(__file__).with_name("json")
@@ -22,6 +23,8 @@ def schema_documents() -> dict[str, str]:
     models: dict[str, type[BaseModel]] = dict(EVENT_MODELS)
     models["verdict"] = Verdict
     models["dead_letter"] = DeadLetter
+    models["finding"] = FindingRecord
+    models["metrics_point"] = MetricsPoint
     docs = {}
     for kind, model in sorted(models.items()):
         schema = model.model_json_schema(mode="validation")

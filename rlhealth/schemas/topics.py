@@ -42,6 +42,8 @@ JOBSPEC = "rlhealth.jobspec"
 HEARTBEATS = "rlhealth.heartbeats"
 VERDICTS = "rlhealth.verdicts"
 DEADLETTER = "rlhealth.deadletter"
+FINDINGS = "rlhealth.findings"
+METRICS = "rlhealth.metrics"
 
 # Event kind (rlhealth.schemas.EVENT_MODELS keys) -> base topic name.
 KIND_TOPICS: Mapping[str, str] = MappingProxyType({
@@ -107,6 +109,8 @@ TOPIC_SPECS: tuple[TopicSpec, ...] = (
     TopicSpec(VERDICTS, (), _compact(), "KILL / NO-KILL verdicts; latest per job"),
     TopicSpec(DEADLETTER, (), _delete(14 * DAY_MS, MAX_DEAD_LETTER_BYTES),
               "records that could not be used, kept whole with the reason"),
+    TopicSpec(FINDINGS, (), _delete(14 * DAY_MS), "every signature match the worker found (FindingRecord)"),
+    TopicSpec(METRICS, (), _delete(14 * DAY_MS), "per-job metric time series, a point a minute (MetricsPoint)"),
 )
 
 
@@ -179,6 +183,14 @@ class TopicCatalog:
         return self.name(DEADLETTER)
 
     @property
+    def findings(self) -> str:
+        return self.name(FINDINGS)
+
+    @property
+    def metrics(self) -> str:
+        return self.name(METRICS)
+
+    @property
     def all_topics(self) -> list[str]:
         return [self.name(s.base) for s in self.specs]
 
@@ -188,7 +200,8 @@ class TopicCatalog:
 
 
 __all__ = [
-    "DEADLETTER", "DEFAULT_PARTITIONS", "GPU", "HEARTBEATS", "JOBSPEC", "JOBSTATE", "KIND_TOPICS",
+    "DEADLETTER", "DEFAULT_PARTITIONS", "FINDINGS", "GPU", "HEARTBEATS", "JOBSPEC", "JOBSTATE", "KIND_TOPICS",
+    "METRICS",
     "LOGS", "MAX_DEAD_LETTER_BYTES", "MAX_EVENT_BYTES", "TOPIC_SPECS", "TRIALS", "VERDICTS",
     "TopicCatalog", "TopicSpec", "env_partitions", "env_prefix",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from pydantic import Field
@@ -56,6 +57,15 @@ class Restarts(Model):
     summary: str = ""
 
 
+class HeldChange(Model):
+    """A change of call the hysteresis has not published yet (see docs/verdicts.md)."""
+
+    raw_verdict: VerdictValue = Field(description="what the core says at this judging time")
+    raw_escalate: bool
+    since: UtcDatetime = Field(description="judging time at which the raw call started to differ")
+    until: UtcDatetime = Field(description="judging time from which the raw call is published if it holds")
+
+
 class Verdict(Model):
     schema_version: Literal[1] = 1
     job_id: str
@@ -68,11 +78,18 @@ class Verdict(Model):
     reasoning: str
     next_steps: list[str] = Field(default_factory=list)
     evidence: list[Evidence] = Field(default_factory=list, max_length=40)
-    produced_at: UtcDatetime
+    produced_at: UtcDatetime = Field(description="judging time: the 'now' every gate was evaluated at")
     rule_packs: dict[str, str] = Field(default_factory=dict, description="rule pack id -> version")
     seq: int = Field(default=0, ge=0, description="per-job sequence number; consumers drop seq <= last seen")
     headline: str = Field(default="", description="model, geometry and stage in one line")
     captured: str | None = Field(default=None, description="capture directory or stream the verdict was judged from")
+    event_time: UtcDatetime | None = Field(default=None,
+                                           description="newest event time folded into the state this verdict judges")
+    age_s: float | None = Field(default=None, description="produced_at - event_time in seconds: how old the newest "
+                                                          "fact is at judging time")
+    held: HeldChange | None = Field(default=None, description="set while the hysteresis holds back a change of call")
+    kill_command: str | None = Field(default=None, description="on a KILL, the supervisor's command for this job "
+                                                               "(text only: rlhealth never runs it)")
 
     def same_call(self, other: Verdict | None) -> bool:
         """True when a consumer would see no change: same verdict, status, confidence and gate statuses."""
@@ -99,7 +116,9 @@ def render_text(v: Verdict) -> str:
     restart_note = r.summary or ("none" if not r.burned else "")
     names = {"A": "liveness", "B": "resources", "C": "rollouts"}
     lines = [
+        f"WHY: {v.verdict}{' + ESCALATE' if v.escalate else ''} — {why_line(v)}",
         f"RL-JOB-HEALTH — {v.job_id} ({v.headline or 'model/geometry/stage unknown'}) captured: {v.captured or '-'}",
+        f"JUDGED: {_stamp(v.produced_at)}   events to: {_stamp(v.event_time)}   age: {_age(v.age_s)}   seq: {v.seq}",
         f"VERDICT: {v.verdict} confidence: {v.confidence}   job_status: {v.job_status}"
         + ("   ESCALATE" if v.escalate else ""),
         f"Restarts: {restarts} — {restart_note}",
@@ -107,7 +126,15 @@ def render_text(v: Verdict) -> str:
     for key in ("A", "B", "C"):
         gate: Gate = getattr(v.gates, key)
         lines.append(f"Gate {key} ({names[key]}): {gate.status} — {gate.summary}")
+    if v.held is not None:
+        h = v.held
+        lines.append(f"HELD: the core now says {h.raw_verdict}{' + escalate' if h.raw_escalate else ''} "
+                     f"(since {_stamp(h.since)}); published if it still holds at {_stamp(h.until)}")
     lines.append(f"REASONING: {v.reasoning}")
+    if v.verdict == "KILL":
+        lines.append("KILL COMMAND (for the supervisor; rlhealth never runs it): "
+                     + (v.kill_command or "the scheduler's kill for this job (iris job kill / scancel / "
+                                          "kubectl delete job)"))
     label = "NEXT STEPS (if KILL)" if v.verdict == "KILL" else "NEXT STEPS (if NO-KILL)"
     lines.append(f"{label}:")
     lines.extend(f"  - {step}" for step in v.next_steps)
@@ -117,3 +144,25 @@ def render_text(v: Verdict) -> str:
             when = ev.event_time.strftime("%Y-%m-%dT%H:%M:%SZ") if ev.event_time else "-"
             lines.append(f"  [{when}] {ev.source}: {ev.text}")
     return "\n".join(lines)
+
+
+def _stamp(t: datetime | None) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ") if t is not None else "-"
+
+
+def _age(age_s: float | None) -> str:
+    if age_s is None:
+        return "-"
+    a = abs(age_s)
+    text = f"{a:.0f} s" if a < 120 else f"{a / 60:.0f} min" if a < 7200 else f"{a / 3600:.1f} h"
+    return text if age_s >= 0 else f"-{text} (events after judging time)"
+
+
+def why_line(v: Verdict, limit: int = 200) -> str:
+    """The reasoning's first sentence, for the top of the block."""
+    text = " ".join(v.reasoning.split())
+    for stop in (". ", "; "):
+        cut = text.find(stop)
+        if 0 < cut < limit:
+            return text[: cut + 1].rstrip(";")
+    return text if len(text) <= limit else text[: limit - 1] + "…"

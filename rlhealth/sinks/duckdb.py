@@ -1,8 +1,12 @@
-"""DuckDB evidence store: findings, verdicts and dead letters, one writer per file.
+"""DuckDB evidence store: verdicts, the evidence lines behind them, findings, metric time series,
+dead letters and source problems; one writer per file. Schema: docs/forensics.md.
 
 DuckDB allows one read-write process per file (style.md H5), so exactly one `EvidenceStore`
-may own a file: a single worker with `--db`, or the single-replica evidence writer. Other
-processes read a copy or use `query(path, ...)` while nothing writes.
+may own a file: `probe`/`watch` with `--db`, a single worker with `--db`, or the single-replica
+evidence writer. Readers never wait for it: after a flush the writer publishes a read-only
+snapshot next to the file (`<file>.snapshot`, written to a temporary file and renamed, so it is
+never torn) at most every `snapshot_secs`, and `connect_readonly(path)` opens the file itself when
+no process writes it, else the newest snapshot.
 
 Writes are buffered and flushed as Arrow tables (one INSERT per flush, perf-study §4: row-wise
 `executemany` is ~300x slower), every `flush_rows` rows, on `flush()` and on `close()`.
@@ -11,7 +15,12 @@ Inserts are idempotent so at-least-once redelivery and replays add nothing twice
 * findings: primary key (job_id, ref_key, rule_id); `ref_key` is the canonical JSON of the
   finding's `ref` (topic/partition/offset or file/offset, plus any line locator the core adds),
   or, for a finding without a ref, a digest of its event time, source and text;
-* verdicts: primary key (job_id, seq);
+* verdicts: primary key (job_id, seq, produced_at): `probe` and `watch` number their verdicts from
+  a per-run base (microseconds at start), so a second probe or a restarted watch adds rows;
+  `add_verdict` returns False (and `dropped` counts it) only for the very same verdict again;
+* evidence_lines: primary key (job_id, seq, produced_at, idx), one row per evidence line of a verdict;
+* metrics: primary key (job_id, judged_at), one row per job per judgement (or per minute, in the worker);
+* source_problems: primary key (job_id, path, problem, gate), the latest count;
 * dead letters: primary key `dl_key`, the source topic/partition/offset/stage when known, else a
   digest of the original bytes, reason and stage.
 """
@@ -20,7 +29,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,9 +41,11 @@ import duckdb
 import orjson
 import pyarrow as pa
 
-from rlhealth.agents.findings import Finding
+from rlhealth.agents.findings import Finding, JobMetrics
 from rlhealth.schemas.codec import DeadLetter
+from rlhealth.schemas.evidence import FindingRecord, MetricsPoint
 from rlhealth.schemas.verdict import Verdict
+from rlhealth.sinks.evidence_records import finding_of, metrics_point
 
 TS = pa.timestamp("us", tz="UTC")
 
@@ -45,6 +58,25 @@ VERDICTS_SCHEMA = pa.schema([
     ("job_id", pa.string()), ("seq", pa.int64()), ("produced_at", TS), ("verdict", pa.string()),
     ("confidence", pa.string()), ("job_status", pa.string()), ("escalate", pa.bool_()),
     ("gates", pa.string()), ("reasoning", pa.string()), ("payload", pa.string()), ("inserted_at", TS),
+    ("event_time", TS), ("age_s", pa.float64()), ("gate_a", pa.string()), ("gate_b", pa.string()),
+    ("gate_c", pa.string()), ("captured", pa.string()), ("held", pa.bool_()),
+])
+EVIDENCE_LINES_SCHEMA = pa.schema([
+    ("job_id", pa.string()), ("seq", pa.int64()), ("produced_at", TS), ("idx", pa.int32()), ("gate", pa.string()),
+    ("source", pa.string()), ("event_time", TS), ("rule_id", pa.string()), ("text", pa.string()),
+    ("topic", pa.string()), ("partition", pa.int32()), ("kafka_offset", pa.int64()), ("file", pa.string()),
+    ("file_offset", pa.int64()), ("line_no", pa.int64()),
+])
+METRICS_SCHEMA = pa.schema([
+    ("job_id", pa.string()), ("judged_at", TS), ("last_event_time", TS), ("generation_tokens_per_s", pa.float64()),
+    ("running_requests", pa.float64()), ("waiting_requests", pa.float64()), ("staleness_max_s", pa.float64()),
+    ("staleness", pa.string()), ("trials_completed", pa.int64()), ("reward_mean", pa.float64()),
+    ("nonzero_reward_ratio", pa.float64()), ("gpu_util_mean", pa.float64()), ("restarts_burned", pa.int32()),
+    ("trainer_last_step", pa.int64()), ("verdict", pa.string()), ("job_status", pa.string()),
+])
+PROBLEMS_SCHEMA = pa.schema([
+    ("job_id", pa.string()), ("path", pa.string()), ("problem", pa.string()), ("gate", pa.string()),
+    ("note", pa.string()), ("count", pa.int64()), ("seen_at", TS),
 ])
 DEAD_LETTERS_SCHEMA = pa.schema([
     ("dl_key", pa.string()), ("reason", pa.string()), ("detail", pa.string()), ("stage", pa.string()),
@@ -60,18 +92,40 @@ CREATE TABLE IF NOT EXISTS findings (
     gates VARCHAR, fields JSON, inserted_at TIMESTAMPTZ,
     PRIMARY KEY (job_id, ref_key, rule_id));
 CREATE TABLE IF NOT EXISTS verdicts (
-    job_id VARCHAR NOT NULL, seq BIGINT NOT NULL, produced_at TIMESTAMPTZ, verdict VARCHAR,
+    job_id VARCHAR NOT NULL, seq BIGINT NOT NULL, produced_at TIMESTAMPTZ NOT NULL, verdict VARCHAR,
     confidence VARCHAR, job_status VARCHAR, escalate BOOLEAN, gates JSON, reasoning VARCHAR,
-    payload JSON, inserted_at TIMESTAMPTZ,
-    PRIMARY KEY (job_id, seq));
+    payload JSON, inserted_at TIMESTAMPTZ, event_time TIMESTAMPTZ, age_s DOUBLE, gate_a VARCHAR,
+    gate_b VARCHAR, gate_c VARCHAR, captured VARCHAR, held BOOLEAN,
+    PRIMARY KEY (job_id, seq, produced_at));
+CREATE TABLE IF NOT EXISTS evidence_lines (
+    job_id VARCHAR NOT NULL, seq BIGINT NOT NULL, produced_at TIMESTAMPTZ NOT NULL, idx INTEGER NOT NULL,
+    gate VARCHAR, source VARCHAR, event_time TIMESTAMPTZ, rule_id VARCHAR, text VARCHAR, topic VARCHAR,
+    partition INTEGER, kafka_offset BIGINT, file VARCHAR, file_offset BIGINT, line_no BIGINT,
+    PRIMARY KEY (job_id, seq, produced_at, idx));
+CREATE TABLE IF NOT EXISTS metrics (
+    job_id VARCHAR NOT NULL, judged_at TIMESTAMPTZ NOT NULL, last_event_time TIMESTAMPTZ,
+    generation_tokens_per_s DOUBLE, running_requests DOUBLE, waiting_requests DOUBLE, staleness_max_s DOUBLE,
+    staleness JSON, trials_completed BIGINT, reward_mean DOUBLE, nonzero_reward_ratio DOUBLE,
+    gpu_util_mean DOUBLE, restarts_burned INTEGER, trainer_last_step BIGINT, verdict VARCHAR, job_status VARCHAR,
+    PRIMARY KEY (job_id, judged_at));
+CREATE TABLE IF NOT EXISTS source_problems (
+    job_id VARCHAR NOT NULL, path VARCHAR NOT NULL, problem VARCHAR NOT NULL, gate VARCHAR NOT NULL,
+    note VARCHAR, count BIGINT, seen_at TIMESTAMPTZ,
+    PRIMARY KEY (job_id, path, problem, gate));
 CREATE TABLE IF NOT EXISTS dead_letters (
     dl_key VARCHAR PRIMARY KEY, reason VARCHAR, detail VARCHAR, stage VARCHAR, job_id VARCHAR,
     source_topic VARCHAR, source_partition INTEGER, source_offset BIGINT, original BLOB,
     original_key BLOB, received_at TIMESTAMPTZ, inserted_at TIMESTAMPTZ);
 """
 
-_SCHEMAS = {"findings": FINDINGS_SCHEMA, "verdicts": VERDICTS_SCHEMA, "dead_letters": DEAD_LETTERS_SCHEMA}
-_KEYS = {"findings": ("job_id", "ref_key", "rule_id"), "verdicts": ("job_id", "seq"), "dead_letters": ("dl_key",)}
+_SCHEMAS = {"findings": FINDINGS_SCHEMA, "verdicts": VERDICTS_SCHEMA, "evidence_lines": EVIDENCE_LINES_SCHEMA,
+            "metrics": METRICS_SCHEMA, "source_problems": PROBLEMS_SCHEMA, "dead_letters": DEAD_LETTERS_SCHEMA}
+_KEYS = {"findings": ("job_id", "ref_key", "rule_id"), "verdicts": ("job_id", "seq", "produced_at"),
+         "evidence_lines": ("job_id", "seq", "produced_at", "idx"), "metrics": ("job_id", "judged_at"),
+         "source_problems": ("job_id", "path", "problem", "gate"), "dead_letters": ("dl_key",)}
+# tables whose rows are replaced on a key conflict (the newest count wins); the others keep the first row
+_UPSERT = {"source_problems": ("note", "count", "seen_at")}
+TABLES = tuple(_SCHEMAS)
 
 
 def _json(obj: Any) -> str:
@@ -101,7 +155,7 @@ def finding_ref_key(job_id: str, f: Finding) -> str:
 class EvidenceStore:
     """The single writer of one evidence file. Not safe to share across processes; thread-safe within one."""
 
-    def __init__(self, path: str | Path, *, flush_rows: int = 5000) -> None:
+    def __init__(self, path: str | Path, *, flush_rows: int = 5000, snapshot_secs: float | None = None) -> None:
         self.path = str(path)
         self.flush_rows = flush_rows
         self._con = duckdb.connect(self.path)
@@ -110,12 +164,19 @@ class EvidenceStore:
         # table -> primary key -> row; a dict also de-duplicates within one buffer
         self._buf: dict[str, dict[tuple, dict[str, Any]]] = {t: {} for t in _SCHEMAS}
         self.rows_written = {t: 0 for t in _SCHEMAS}
+        self.dropped = {"verdicts": 0, "findings": 0, "dead_letters": 0}  # offered rows already stored
+        self.snapshot_secs = snapshot_secs
+        self._snap_at: float | None = None
+        self._dbname = str(self._con.execute("SELECT current_database()").fetchall()[0][0])
 
     # -- buffering --------------------------------------------------------------------------
-    def _add(self, table: str, row: dict[str, Any]) -> None:
+    def _add(self, table: str, row: dict[str, Any], *, replace_row: bool = False) -> None:
         key = tuple(row[k] for k in _KEYS[table])
         with self._lock:
-            self._buf[table].setdefault(key, row)
+            if replace_row:
+                self._buf[table][key] = row
+            else:
+                self._buf[table].setdefault(key, row)
             pending = sum(len(b) for b in self._buf.values())
         if pending >= self.flush_rows:
             self.flush()
@@ -131,12 +192,56 @@ class EvidenceStore:
             })
 
     def add_verdict(self, v: Verdict, *, now: datetime | None = None) -> None:
+        """Buffer a verdict and its evidence lines (stored on the next flush)."""
         self._add("verdicts", {
             "job_id": v.job_id, "seq": v.seq, "produced_at": v.produced_at, "verdict": v.verdict,
             "confidence": v.confidence, "job_status": v.job_status, "escalate": v.escalate,
             "gates": _json(v.gates.model_dump(mode="json")), "reasoning": v.reasoning,
             "payload": v.model_dump_json(), "inserted_at": now or datetime.now(UTC),
+            "event_time": v.event_time, "age_s": v.age_s, "gate_a": v.gates.A.status, "gate_b": v.gates.B.status,
+            "gate_c": v.gates.C.status, "captured": v.captured, "held": v.held is not None,
         })
+        lines = [("", e) for e in v.evidence] + [(k, e) for k in "ABC" for e in getattr(v.gates, k).evidence]
+        for idx, (gate, e) in enumerate(lines):
+            ref = e.ref
+            self._add("evidence_lines", {
+                "job_id": v.job_id, "seq": v.seq, "produced_at": v.produced_at, "idx": idx, "gate": gate,
+                "source": e.source, "event_time": e.event_time, "rule_id": e.rule_id, "text": e.text,
+                "topic": ref.topic if ref else None, "partition": ref.partition if ref else None,
+                "kafka_offset": ref.offset if ref else None, "file": ref.file if ref else None,
+                "file_offset": ref.file_offset if ref else None, "line_no": ref.line_no if ref else None,
+            })
+
+    def add_metrics(self, m: JobMetrics) -> None:
+        """One point of the job's metric time series, at the judging time of `m`."""
+        if (m.at or m.last_event_time) is None:
+            return
+        self.add_metrics_point(metrics_point(m))
+
+    def add_metrics_point(self, p: MetricsPoint) -> None:
+        staleness = {k: round(v, 3) for k, v in p.log_staleness_s.items()}
+        self._add("metrics", {
+            "job_id": p.job_id, "judged_at": p.judged_at, "last_event_time": p.last_event_time,
+            "generation_tokens_per_s": p.generation_tokens_per_s, "running_requests": p.running_requests,
+            "waiting_requests": p.waiting_requests, "staleness_max_s": max(staleness.values()) if staleness else None,
+            "staleness": _json(staleness), "trials_completed": p.trials_completed,
+            "reward_mean": p.reward_mean, "nonzero_reward_ratio": p.nonzero_reward_ratio,
+            "gpu_util_mean": p.gpu_util_mean, "restarts_burned": p.restarts_burned,
+            "trainer_last_step": p.trainer_last_step, "verdict": p.verdict, "job_status": p.job_status,
+        })
+
+    def add_finding_record(self, r: FindingRecord) -> None:
+        """A finding read from the findings topic (the evidence writer)."""
+        self.add_findings(r.job_id, [finding_of(r)])
+
+    def add_problems(self, job_id: str, problems: Iterable[Any], *, now: datetime | None = None) -> None:
+        """Source problems of a capture or live folder (`SourceProblem`: path, problem, gate, note, count)."""
+        at = now or datetime.now(UTC)
+        for p in problems:
+            self._add("source_problems", {
+                "job_id": job_id, "path": str(p.path), "problem": p.problem, "gate": p.gate or "",
+                "note": p.note, "count": int(getattr(p, "count", 1) or 1), "seen_at": at,
+            }, replace_row=True)
 
     def add_dead_letter(self, dl: DeadLetter, *, now: datetime | None = None) -> None:
         original = dl.original()
@@ -171,14 +276,49 @@ class EvidenceStore:
                 self._con.register("_rlhealth_batch", batch)
                 try:
                     cols = ", ".join(schema.names)
+                    if table in _UPSERT:
+                        sets = ", ".join(f"{c} = excluded.{c}" for c in _UPSERT[table])
+                        conflict = f"ON CONFLICT DO UPDATE SET {sets}"
+                    else:
+                        conflict = "ON CONFLICT DO NOTHING"
                     self._con.execute(
-                        f"INSERT INTO {table} ({cols}) SELECT {cols} FROM _rlhealth_batch ON CONFLICT DO NOTHING"
+                        f"INSERT INTO {table} ({cols}) SELECT {cols} FROM _rlhealth_batch {conflict}"
                     ).fetchall()
                 finally:
                     self._con.unregister("_rlhealth_batch")
-                self.rows_written[table] += self._count(table) - before
+                added = self._count(table) - before
+                self.rows_written[table] += added
+                if table in ("verdicts", "findings", "dead_letters"):
+                    self.dropped[table] += len(rows) - added
                 offered += len(rows)
-            return offered
+        if bufs and self.snapshot_secs is not None:
+            self._maybe_snapshot()
+        return offered
+
+    # -- readers ----------------------------------------------------------------------------
+    def _maybe_snapshot(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and self._snap_at is not None and now - self._snap_at < (self.snapshot_secs or 0):
+            return
+        self._snap_at = now
+        try:
+            self.snapshot()
+        except Exception:  # noqa: BLE001 - a reader's copy is best effort; the store itself is written
+            pass
+
+    def snapshot(self) -> Path:
+        """Write a consistent read-only copy to `<file>.snapshot` (temporary file, then rename)."""
+        target = Path(self.path + ".snapshot")
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        tmp.unlink(missing_ok=True)
+        with self._lock:
+            self._con.execute(f"ATTACH '{tmp}' AS rlhealth_snap").fetchall()
+            try:
+                self._con.execute(f"COPY FROM DATABASE \"{self._dbname}\" TO rlhealth_snap").fetchall()
+            finally:
+                self._con.execute("DETACH rlhealth_snap").fetchall()
+        os.replace(tmp, target)
+        return target
 
     def _count(self, table: str) -> int:
         return int(self._con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0])
@@ -195,6 +335,9 @@ class EvidenceStore:
         self.flush()
         with self._lock:
             self._con.execute("CHECKPOINT").fetchall()
+        if self.snapshot_secs is not None and Path(self.path + ".snapshot").exists():
+            self._maybe_snapshot(force=True)  # a reader's copy is not left behind the file
+        with self._lock:
             self._con.close()
             self._con = None  # type: ignore[assignment]
 
@@ -205,9 +348,22 @@ class EvidenceStore:
         self.close()
 
 
+def connect_readonly(path: str | Path) -> duckdb.DuckDBPyConnection:
+    """A read-only connection to the store: the file itself, or, while a writer holds it, its newest
+    snapshot (`<file>.snapshot`). Raises FileNotFoundError when there is neither."""
+    path = Path(path)
+    try:
+        return duckdb.connect(str(path), read_only=True)
+    except duckdb.IOException:
+        snap = Path(str(path) + ".snapshot")
+        if not snap.exists():
+            raise
+        return duckdb.connect(str(snap), read_only=True)
+
+
 def query(path: str | Path, sql: str, params: Sequence[Any] | None = None) -> list[tuple]:
-    """Run one statement on a read-only connection; fails while another process writes the file."""
-    con = duckdb.connect(str(path), read_only=True)
+    """Run one statement on a read-only connection (`connect_readonly`)."""
+    con = connect_readonly(path)
     try:
         return con.execute(sql, params or []).fetchall()
     finally:

@@ -102,6 +102,10 @@ class CaptureFollower:
         self._spec_sig: tuple | None = None
         self._trials: TrialDirWatcher | None = None
         self.polls = 0
+        # A static capture (`watch --clock capture`): what is on disk is complete, e.g. the last GPU
+        # poll of a CSV is taken at once instead of when the next poll starts.
+        self.static = False
+        self._cut_noted: set[str] = set()
 
     # -- helpers ----------------------------------------------------------------------------
     def _source(self, rel: str, **kw: Any) -> Source:
@@ -211,8 +215,8 @@ class CaptureFollower:
             bad_before = h.parser.bad_rows
             lines = _decode_lines(h.tail)
             polls: list[GpuPoll] = h.parser.feed(lines)
-            if not lines and h.parser.pending:
-                polls.extend(h.parser.flush())
+            if (not lines or self.static) and h.parser.pending:
+                polls.extend(h.parser.flush())  # a static capture's last poll is complete now
             if h.parser.bad_rows > bad_before:
                 self._note(rel, "parse_error", "B", "GPU rows skipped", h.parser.bad_rows - bad_before)
             if h.apps_tail.path.exists():
@@ -227,7 +231,7 @@ class CaptureFollower:
             out.extend(polls)
         return out
 
-    def _log_batches(self, now: datetime) -> list[EventBase]:
+    def _log_batches(self, now: datetime, window_start: datetime | None = None) -> list[EventBase]:
         out: list[EventBase] = []
         files = self._cap.log_files()
         rels = [f.relative_to(self.path).as_posix() for f in files]
@@ -246,10 +250,16 @@ class CaptureFollower:
                 mtime = datetime.fromtimestamp(os.stat(f).st_mtime, UTC)
             except OSError:
                 continue
-            fb = min(mtime, now)
+            # as `Capture.events`: a file modified after "now" (a static capture checked out later) has
+            # its unstamped lines dated at the start of the other sources' window, not at "now"
+            fb = mtime if mtime <= now else (window_start or now)
             bad_before = r.invalid_utf8_lines
             try:
-                out.extend(r.read(final=False, ref_time=now, fallback_time=fb))
+                out.extend(r.read(final=self.static, ref_time=now, fallback_time=fb))
+                if self.static and r.tail.missing_final_newline and rel not in self._cut_noted:
+                    self._cut_noted.add(rel)
+                    gate = "B" if f.name.startswith("dmesg") else "A"
+                    self._note(rel, "truncated", gate, "last line has no newline (file cut mid-line)")
             except OSError as exc:
                 self._note(rel, "unreadable", "A", str(exc)[:200])
             if r.invalid_utf8_lines > bad_before:
@@ -280,9 +290,10 @@ class CaptureFollower:
         events.extend(self._sacct(now))
         events.extend(self._pods(now))
         events.extend(self._gpu_polls())
-        if self.follow_logs:
-            events.extend(self._log_batches(now))
         events.extend(self._trial_events())
+        window_start = min((e.event_time for e in events), default=None)
+        if self.follow_logs:
+            events.extend(self._log_batches(now, window_start))
         events.sort(key=lambda e: e.event_time)
         if spec and self.polls == 1 and events:
             spec = [spec[0].model_copy(update={"event_time": events[0].event_time})]

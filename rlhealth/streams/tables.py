@@ -6,8 +6,8 @@ partition count, so they are co-partitioned with every event topic (style.md H3)
 * `job_health`: `JobHealth.to_bytes()`. The agent reassigns the value after every step
   (`table[key] = state.to_bytes()`), never mutates it in place (H4): the assignment is what writes
   the changelog.
-* `verdicts`: the last published verdict of the job and its `seq` (JSON, see `VerdictBook`). The
-  timer writes it, outside any stream event.
+* `verdicts`: the last published verdict of the job, its `seq` and the hysteresis' memory (JSON, see
+  `VerdictBook`). The timer writes it, outside any stream event.
 
 faust normally takes a table write's changelog partition from the event being processed and
 refuses writes outside an agent. `PartitionedTable` remembers each key's partition (from the event
@@ -19,7 +19,7 @@ producer's partitioner differs from ours (librdkafka's default is not murmur2).
 from __future__ import annotations
 
 from collections.abc import Iterable, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import faust
@@ -27,6 +27,7 @@ import orjson
 from faust.streams import current_event
 from faust.types import EventT
 
+from rlhealth.agents.stability import Stability
 from rlhealth.schemas import Verdict
 
 JOB_HEALTH = "job_health"
@@ -83,10 +84,12 @@ class VerdictBook:
     seq: int = 0
     published_at: float = 0.0  # wall clock, Unix seconds
     last: Verdict | None = None
+    stability: Stability = field(default_factory=Stability)  # the hysteresis' memory (agents.stability)
 
     def to_bytes(self) -> bytes:
         return orjson.dumps({"seq": self.seq, "published_at": self.published_at,
-                             "last": self.last.model_dump(mode="json") if self.last else None})
+                             "last": self.last.model_dump(mode="json") if self.last else None,
+                             "stability": self.stability.to_dict()})
 
     @classmethod
     def from_bytes(cls, data: bytes | None) -> VerdictBook:
@@ -94,7 +97,8 @@ class VerdictBook:
             return cls()
         obj = orjson.loads(data)
         last = Verdict.model_validate(obj["last"]) if obj.get("last") else None
-        return cls(seq=int(obj.get("seq", 0)), published_at=float(obj.get("published_at", 0.0)), last=last)
+        return cls(seq=int(obj.get("seq", 0)), published_at=float(obj.get("published_at", 0.0)), last=last,
+                   stability=Stability.from_dict(obj.get("stability")))
 
 
 @dataclass

@@ -147,4 +147,36 @@ def latest_verdicts(bootstrap: str, topic: str, *, job: str | None = None, only_
     return dict(sorted(newest.items()))
 
 
-__all__ = ["ReadStats", "latest_verdicts", "read_verdicts"]
+def follow_evidence(bootstrap: str, findings_topic: str, metrics_topic: str, *, on_finding, on_metrics,
+                    stop, group_id: str | None = None, security: KafkaSecurity | None = None) -> None:
+    """Read the findings and metrics topics until `stop` (a threading.Event) is set, handing each
+    decoded record to `on_finding` / `on_metrics`. For the evidence writer (`verdicts --follow --db`)."""
+    from rlhealth.schemas.evidence import FindingRecord, MetricsPoint
+
+    consumer = _consumer(bootstrap, group_id, security)
+    try:
+        topics = [findings_topic, metrics_topic]
+        if group_id is None:
+            tps = [TopicPartition(t, p) for t in topics for p in sorted(consumer.partitions_for_topic(t) or [])]
+            consumer.assign(tps)
+            consumer.seek_to_beginning(*tps)
+        else:
+            consumer.subscribe(topics)
+        while not stop.is_set():
+            for records in consumer.poll(timeout_ms=500).values():
+                for record in records:
+                    if record.value is None:
+                        continue
+                    try:
+                        if record.topic == findings_topic:
+                            on_finding(FindingRecord.model_validate_json(record.value))
+                        else:
+                            on_metrics(MetricsPoint.model_validate_json(record.value))
+                    except ValueError as exc:
+                        log.warning("undecodable evidence record at %s/%d@%d: %s", record.topic, record.partition,
+                                    record.offset, str(exc)[:200])
+    finally:
+        consumer.close()
+
+
+__all__ = ["ReadStats", "follow_evidence", "latest_verdicts", "read_verdicts"]

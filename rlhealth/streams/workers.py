@@ -13,9 +13,14 @@ One agent (`judge_job_events`) reads every event topic as raw bytes. Per record 
 A timer (`tick_secs`) judges the jobs of the partitions this worker owns, with the wall clock
 (and a fast timer, `fast_tick_secs`, judges at once the jobs whose last events produced findings
 or were scheduler state/spec changes, so a fault reaches the verdict topic in well under a tick):
-it publishes to the verdict topic when the call changes (`Verdict.same_call`) or as a heartbeat
-every `heartbeat_secs`, with a per-job `seq` kept in the `verdict_book` table, and refreshes the
-Prometheus exporter from `core.metrics`. Series of jobs this worker no longer owns (revoked
+each raw judgement goes through the hysteresis of `rlhealth.agents.stability` (documented in
+docs/verdicts.md), and the result is published to the verdict topic when one of its key facts
+changed (`stability.key_facts`: the call, job status, gate status/codes/families, the staleness band,
+the evidence, a held change) or as a heartbeat every `heartbeat_secs`, with a per-job `seq` kept in
+the `verdict_book` table; it refreshes the Prometheus exporter from `core.metrics`. With
+`clock_mode="event"` a job is judged at its newest event time rather than the wall clock (a
+backfill or a replay at full speed: each verdict is then what `probe --now` says at that time).
+Series of jobs this worker no longer owns (revoked
 partitions, ended jobs) are removed.
 
 Worker downtime is not the job's silence: after an assignment a partition is judged only once
@@ -47,9 +52,12 @@ from typing import Any
 import faust
 from faust.types import TP
 
+from rlhealth.agents.stability import changed as key_facts_changed
+from rlhealth.agents.stability import stabilize
 from rlhealth.schemas import DeadLetter, EventDecodeError, decode_event, encode, job_key
 from rlhealth.schemas.kafka_security import KafkaSecurity, resolve
 from rlhealth.schemas.topics import TopicCatalog
+from rlhealth.sinks.evidence_records import finding_record, metrics_point
 from rlhealth.sinks.prometheus import Exporter
 from rlhealth.streams.app import DEFAULT_APP_ID, group_id, make_app
 from rlhealth.streams.tables import Tables, VerdictBook, make_tables
@@ -78,6 +86,8 @@ class WorkerSettings:
     batch_max: int = 200  # events folded before states are written back
     batch_within_secs: float = 0.02  # ... or after this long
     security: KafkaSecurity | None = None  # None: from the environment (KafkaSecurity.from_env)
+    clock_mode: str = "wall"  # wall: judge at the wall clock; event: at each job's newest event time (backfills)
+    metrics_every_secs: float = 60.0  # one metrics row per job per this much judging time in the evidence store
 
 
 CORE_FACTORY_ENV = "RLHEALTH_CORE_FACTORY"
@@ -120,11 +130,14 @@ class StreamWorker:
         self.source = self.app.topic(*sorted(self.event_topics), key_type=bytes, value_type=bytes)
         self.verdict_topic = self.app.topic(self.catalog.verdicts, key_type=bytes, value_type=bytes)
         self.dead_letter_topic = self.app.topic(self.catalog.deadletter, key_type=bytes, value_type=bytes)
+        self.findings_topic = self.app.topic(self.catalog.findings, key_type=bytes, value_type=bytes)
+        self.metrics_topic = self.app.topic(self.catalog.metrics, key_type=bytes, value_type=bytes)
+        self._finding_outbox: list[tuple[bytes, Any]] = []
         self.store = None
         if settings.db_path:
             from rlhealth.sinks.duckdb import EvidenceStore
 
-            self.store = EvidenceStore(settings.db_path, flush_rows=50_000)
+            self.store = EvidenceStore(settings.db_path, flush_rows=50_000, snapshot_secs=30.0)
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlhealth-io")
         self._admin = None
         # caught-up bookkeeping: tp -> next offset to process / high-water mark at assignment
@@ -133,6 +146,8 @@ class StreamWorker:
         self._assignment_pending = True
         self._dirty: set[bytes] = set()
         self._judging = asyncio.Lock()  # the two timers never judge (and bump a seq) concurrently
+        self._metrics_at: dict[str, datetime] = {}
+        self.captured = f"stream: {self.catalog.verdicts} via app {settings.app_id}"
         self._register()
 
     # ------------------------------------------------------------------ wiring
@@ -162,6 +177,7 @@ class StreamWorker:
                     if dead is not None:
                         await self._send_dead_letter(dead)
                 self._write_back(pending)
+                await self._send_findings()
                 for event in events:  # "processed" once the states are in the table
                     self.processed_next[TP(event.message.topic, event.message.partition)] = event.message.offset + 1
         except asyncio.CancelledError:
@@ -234,11 +250,24 @@ class StreamWorker:
         if lines:
             self.exporter.log_lines_processed.inc(len(lines))
         self.exporter.last_processed.set(time.time())
-        if self.store is not None and findings:
+        if findings:
             ref = {"topic": topic, "partition": partition, "offset": offset}
             # Keep both: where the line was in its file and where the event sits in Kafka.
-            self.store.add_findings(ev.job_id, [replace(f, ref={**ref, **(f.ref or {})}) for f in findings])
+            located = [replace(f, ref={**ref, **(f.ref or {})}) for f in findings]
+            self._finding_outbox.extend((expected, finding_record(ev.job_id, f)) for f in located)
+            if self.store is not None:
+                self.store.add_findings(ev.job_id, located)
         return None
+
+    async def _send_findings(self) -> None:
+        """Publish the buffer's findings to the findings topic (the evidence writer stores them)."""
+        out, self._finding_outbox = self._finding_outbox, []
+        for key, record in out:
+            try:
+                await self.findings_topic.send(key=key, value=encode(record))
+            except Exception as exc:  # noqa: BLE001 - evidence is best effort; verdicts are the contract
+                log.error("could not publish a finding of %r: %r", key, exc)
+                return
 
     def _write_back(self, states: dict[bytes, Any]) -> None:
         """Reassign each job's table value (never mutate it in place): the assignment is the changelog write."""
@@ -395,28 +424,57 @@ class StreamWorker:
                 state = self._load(key, job_id)
                 if getattr(state, "ended", False):
                     continue
-                now = self.clock()
-                verdict = self.core.judge(state, now)
-                self.exporter.update(self.core.metrics(state, now, last=verdict), verdict)
+                now = self._judging_time(state)
+                raw = self.core.judge(state, now)
+                self.exporter.update(self.core.metrics(state, now, last=raw), raw)
                 exported.append(job_id)
             except Exception as exc:  # one job's failure must not stop the others
                 self.exporter.verdicts_failed.inc()
                 log.exception("judging job %s failed: %r", job_id, exc)
                 continue
             book = VerdictBook.from_bytes(book_table.get(key))
-            wall = now.timestamp()
-            if verdict.same_call(book.last) and wall - book.published_at < self.settings.heartbeat_secs:
+            raw = raw.model_copy(update={"captured": self.captured})
+            verdict, stability = stabilize(book.stability, raw)
+            await self._record_metrics(key, job_id, state, now, verdict)
+            wall = self.clock().timestamp()
+            if not key_facts_changed(book.last, verdict) and wall - book.published_at < self.settings.heartbeat_secs:
+                old = book.stability
+                if (stability.pending_call, stability.pending_since) != (old.pending_call, old.pending_since):
+                    # a held change started or ended: remembered (the published verdict stays `shown`)
+                    stability.shown = old.shown
+                    book_table[key] = replace(book, stability=stability).to_bytes()
                 continue
             seq = book.seq + 1
             out = verdict.model_copy(update={"seq": seq})
             fut = await self.verdict_topic.send(key=key, value=encode(out))
             await fut
-            book_table[key] = VerdictBook(seq=seq, published_at=wall, last=out).to_bytes()
+            stability.shown = out
+            book_table[key] = VerdictBook(seq=seq, published_at=wall, last=out, stability=stability).to_bytes()
             self.exporter.verdict_published(out.verdict)
             published += 1
             if self.store is not None:
                 self.store.add_verdict(out)
         return exported, published
+
+    def _judging_time(self, state: Any) -> datetime:
+        if self.settings.clock_mode == "event" and getattr(state, "last_event_ts", None):
+            return datetime.fromtimestamp(state.last_event_ts, UTC)
+        return self.clock()
+
+    async def _record_metrics(self, key: bytes, job_id: str, state: Any, now: datetime, verdict: Any) -> None:
+        """One point of the job's metric time series per `metrics_every_secs` of judging time: to the
+        metrics topic (the evidence writer stores it) and to this worker's own store, if any."""
+        last = self._metrics_at.get(job_id)
+        if last is not None and 0 <= (now - last).total_seconds() < self.settings.metrics_every_secs:
+            return
+        self._metrics_at[job_id] = now
+        try:
+            point = metrics_point(self.core.metrics(state, now, last=verdict))
+            await self.metrics_topic.send(key=key, value=encode(point))
+            if self.store is not None:
+                self.store.add_metrics_point(point)
+        except Exception as exc:  # noqa: BLE001 - evidence is best effort
+            log.error("recording metrics of job %s failed: %r", job_id, exc)
 
     def _update_lag(self) -> None:
         per_topic: dict[str, int] = {}

@@ -1,0 +1,122 @@
+"""Verdict stability and freshness, between the core's raw judgements and what is published.
+
+Pure: no I/O, no clock. Time is the judging time of each verdict (`Verdict.produced_at`).
+`watch` and the stream worker call `stabilize` on every raw judgement and `key_facts` to decide
+whether the published verdict changed enough to be printed / republished.
+
+Hysteresis (docs/verdicts.md):
+
+* NO-KILL -> KILL is published at once: the core only returns KILL when its evidence is complete
+  (two independent families, or the same failure on every burned attempt), so it is never delayed;
+  it comes with the core's escalate.
+* KILL -> NO-KILL, and escalate lowered while the verdict stays, are published only once the core
+  has said so on every judgement for `HOLD_S` seconds of judging time; escalate raised while the
+  verdict stays, after `ESCALATE_RISE_S`. Until then the published call stays,
+  with fresh times and `held` naming the pending change; a judgement that returns to the published
+  call cancels it.
+* The first verdict of a job is published as it is, and so is a judgement earlier than the last.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from rlhealth.schemas import HeldChange, Verdict
+
+HOLD_S = 900.0  # KILL -> NO-KILL and escalate lowered: the raw call must hold this long (judging time)
+ESCALATE_RISE_S = 300.0  # escalate raised while the verdict stays NO-KILL
+
+# Bands of a verdict's age (judging time - newest event): crossing one republishes a verdict.
+AGE_BANDS_S = (60.0, 300.0, 900.0, 3600.0, 6 * 3600.0)
+
+
+@dataclass
+class Stability:
+    """Per-job memory of the hysteresis: the published call and the raw call pending since when."""
+
+    shown: Verdict | None = None
+    pending_call: tuple[str, bool] | None = None
+    pending_since: datetime | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "shown": self.shown.model_dump(mode="json") if self.shown else None,
+            "pending_call": list(self.pending_call) if self.pending_call else None,
+            "pending_since": self.pending_since.isoformat() if self.pending_since else None,
+        }
+
+    @classmethod
+    def from_dict(cls, obj: dict[str, Any] | None) -> Stability:
+        if not obj:
+            return cls()
+        shown = Verdict.model_validate(obj["shown"]) if obj.get("shown") else None
+        pc = obj.get("pending_call")
+        ps = obj.get("pending_since")
+        return cls(shown=shown, pending_call=(str(pc[0]), bool(pc[1])) if pc else None,
+                   pending_since=datetime.fromisoformat(ps) if ps else None)
+
+
+def call_of(v: Verdict) -> tuple[str, bool]:
+    return (v.verdict, v.escalate)
+
+
+def hold_for(old: tuple[str, bool], new: tuple[str, bool]) -> float:
+    """Seconds of judging time the raw call `new` must hold before it replaces the published `old`."""
+    if old == new or new[0] == "KILL" and old[0] != "KILL":
+        return 0.0  # nothing to hold, or a KILL (complete evidence): at once
+    if old[0] != new[0]:
+        return HOLD_S  # KILL -> NO-KILL
+    return ESCALATE_RISE_S if new[1] else HOLD_S  # escalate raised / lowered while the verdict stays
+
+
+def stabilize(book: Stability | None, raw: Verdict) -> tuple[Verdict, Stability]:
+    """The verdict to publish for `raw` and the new memory. `raw.produced_at` is the judging time."""
+    book = book or Stability()
+    shown = book.shown
+    now = raw.produced_at
+    if shown is None or now < shown.produced_at:  # first verdict, or time went backwards: start afresh
+        return raw, Stability(shown=raw)
+    old, new = call_of(shown), call_of(raw)
+    hold = hold_for(old, new)
+    if hold <= 0:
+        return raw, Stability(shown=raw)
+    since = book.pending_since if book.pending_call == new and book.pending_since is not None else now
+    until = since + timedelta(seconds=hold)
+    if now >= until:
+        return raw, Stability(shown=raw)
+    held = HeldChange(raw_verdict=raw.verdict, raw_escalate=raw.escalate, since=since, until=until)
+    if old[0] == raw.verdict:
+        # only escalate is held: the raw facts with the published escalate
+        out = raw.model_copy(update={"escalate": old[1], "held": held})
+    else:
+        # the call is held: the published verdict, re-dated to this judgement
+        out = shown.model_copy(update={"produced_at": now, "event_time": raw.event_time, "age_s": raw.age_s,
+                                       "held": held, "seq": raw.seq})
+    return out, Stability(shown=out, pending_call=new, pending_since=since)
+
+
+def age_band(age_s: float | None) -> int:
+    if age_s is None:
+        return -1
+    return sum(1 for b in AGE_BANDS_S if age_s >= b)
+
+
+def key_facts(v: Verdict) -> tuple:
+    """What a consumer must be told about when it changes: the call, the gates (status, codes,
+    families), the staleness band, the evidence behind the verdict and whether a change is held."""
+    gates = tuple((g.status, tuple(g.codes), tuple(g.families), len(g.evidence))
+                  for g in (v.gates.A, v.gates.B, v.gates.C))
+    evidence = tuple((e.source, e.rule_id, e.event_time) for e in v.evidence)
+    held = (v.held.raw_verdict, v.held.raw_escalate) if v.held else None
+    return (v.verdict, v.job_status, v.confidence, v.escalate, gates, age_band(v.age_s), evidence, held,
+            v.restarts.burned, v.restarts.same_failure)
+
+
+def changed(previous: Verdict | None, current: Verdict) -> bool:
+    return previous is None or key_facts(previous) != key_facts(current)
+
+
+__all__ = ["AGE_BANDS_S", "ESCALATE_RISE_S", "HOLD_S", "Stability", "age_band", "call_of", "changed", "hold_for",
+           "key_facts", "stabilize"]

@@ -1,0 +1,41 @@
+"""The core's findings and metrics as wire records (`rlhealth.schemas.evidence`), and back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlhealth.agents.findings import Finding, JobMetrics
+from rlhealth.schemas.evidence import FindingRecord, MetricsPoint
+
+
+def _plain(d: dict[str, Any]) -> dict[str, Any]:
+    return {str(k): (v if isinstance(v, (str, int, float, bool, type(None))) else str(v)) for k, v in d.items()}
+
+
+def finding_record(job_id: str, f: Finding) -> FindingRecord:
+    return FindingRecord(job_id=job_id, kind=f.kind, rule_id=f.rule_id, severity=f.severity or "", source=f.source,
+                         text=f.text[:4000], event_time=f.event_time, gates=list(f.gates),
+                         fields=_plain(dict(f.fields or {})), ref=_plain(dict(f.ref or {})))
+
+
+def finding_of(r: FindingRecord) -> Finding:
+    return Finding(kind=r.kind, rule_id=r.rule_id, text=r.text, event_time=r.event_time, source=r.source,
+                   severity=r.severity, gates=tuple(r.gates), fields=dict(r.fields), ref=dict(r.ref))
+
+
+def metrics_point(m: JobMetrics) -> MetricsPoint:
+    at = m.at or m.last_event_time
+    if at is None:
+        raise ValueError("metrics without a judging time")
+    return MetricsPoint(
+        job_id=m.job_id, judged_at=at, last_event_time=m.last_event_time,
+        generation_tokens_per_s=m.generation_tokens_per_s, running_requests=m.running_requests,
+        waiting_requests=m.waiting_requests, log_staleness_s=dict(m.log_staleness_s),
+        trials_completed=m.trials_completed_total, reward_mean=m.trial_reward_mean,
+        nonzero_reward_ratio=m.trials_nonzero_reward_ratio, gpu_util_mean=m.gpu_util_mean,
+        restarts_burned=m.restarts_burned, trainer_last_step=m.trainer_last_step, verdict=m.verdict,
+        job_status=m.job_status,
+    )
+
+
+__all__ = ["finding_of", "finding_record", "metrics_point"]
