@@ -15,6 +15,12 @@ Prints a summary and ends with
     RESULT lines_per_s_per_worker=<x> p99_signal_to_verdict_s=<y>
 
     python bench/stream.py [--batches 8000] [--jobs 48] [--probes 100] [--partitions 12] [--signal-ratio 0.02]
+
+With `--deadletter-flood N` it measures bad records instead: N undecodable records are produced
+before the worker starts, the rate at which they reach the dead-letter topic is read from
+`rlhealth_events_dead_lettered_total` (10%..90%), then probes (good batches ending in a fault line)
+are timed to their verdict while bad records keep arriving at `--flood-per-s`; ends with
+    RESULT deadletter_records_per_s=<x> p99_good_behind_flood_s=<y> flood_per_s=<z>
 """
 
 from __future__ import annotations
@@ -202,6 +208,10 @@ def main() -> int:
                          "125000 = half of the 250k lines/s target")
     ap.add_argument("--signal-ratio", type=float, default=0.02,
                     help="share of lines taken from a scenario's (signature-dense) logs; 1.0 = worst case")
+    ap.add_argument("--deadletter-flood", type=int, default=0,
+                    help="measure the dead-letter path instead: this many bad records in the backlog")
+    ap.add_argument("--flood-per-s", type=float, default=5000.0,
+                    help="bad records/s produced while the probes of the dead-letter run are timed")
     args = ap.parse_args()
 
     env = broker_env()
@@ -227,12 +237,20 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
 
     # ---- throughput: backlog first, then the worker
     t0 = time.perf_counter()
-    templates = {j: [make_batch(f"load-{j:03d}", c) for c in range(8)] for j in range(args.jobs)}
-    asyncio.run(_produce_backlog(bootstrap, logs_topic, templates, args.batches))
+    flood = args.deadletter_flood
+    if flood:  # records no decoder accepts, a few KiB like a real batch gone wrong, keyed over the jobs
+        bad = [b'{"schema_version": 1, "kind": "log_batch", "lines": ' + str(c).encode() * 2000 for c in range(8)]
+        templates = {j: bad for j in range(args.jobs)}
+        asyncio.run(_produce_backlog(bootstrap, logs_topic, templates, flood))
+        print(f"produced {flood} bad records in {time.perf_counter() - t0:.1f}s", flush=True)
+    else:
+        templates = {j: [make_batch(f"load-{j:03d}", c) for c in range(8)] for j in range(args.jobs)}
+        asyncio.run(_produce_backlog(bootstrap, logs_topic, templates, args.batches))
     total_lines = args.batches * LINES_PER_BATCH
-    print(f"produced {args.batches} batches ({total_lines} lines, "
-          f"{sum(len(t[0]) for t in templates.values()) / len(templates) / 1024:.0f} KiB each, "
-          f"signal ratio {args.signal_ratio}) in {time.perf_counter() - t0:.1f}s", flush=True)
+    if not flood:
+        print(f"produced {args.batches} batches ({total_lines} lines, "
+              f"{sum(len(t[0]) for t in templates.values()) / len(templates) / 1024:.0f} KiB each, "
+              f"signal ratio {args.signal_ratio}) in {time.perf_counter() - t0:.1f}s", flush=True)
 
     port = free_port()
     env = dict(os.environ, RLHEALTH_PARTITIONS=str(args.partitions))
@@ -246,6 +264,8 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
             env=env, stdout=worker_log, stderr=subprocess.STDOUT)
     samples: list[tuple[float, float]] = []
     try:
+        if flood:
+            return _bench_flood(args, bootstrap, catalog, port, worker, log_path, templates, make_batch)
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
             if worker.poll() is not None:
@@ -297,6 +317,39 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
                                     raise_errors=False)
         except Exception as exc:  # noqa: BLE001 - cleanup only
             print(f"could not delete bench topics: {exc}", file=sys.stderr)
+
+
+def _bench_flood(args: argparse.Namespace, bootstrap: str, catalog: TopicCatalog, port: int,
+                 worker: subprocess.Popen, log_path: Path, templates: dict[int, list[bytes]], make_batch) -> int:
+    total = args.deadletter_flood
+    samples: list[tuple[float, float]] = []
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        if worker.poll() is not None:
+            raise SystemExit(f"worker exited {worker.returncode}; see {log_path}")
+        done = sum(v for k, v in scrape(port).items() if k.startswith("rlhealth_events_dead_lettered_total"))
+        samples.append((time.monotonic(), done))
+        if done >= total:
+            break
+        time.sleep(0.1)
+    lo = next(t for t, d in samples if d >= 0.1 * total)
+    hi = next(t for t, d in samples if d >= 0.9 * total)
+    rate = 0.8 * total / (hi - lo)
+    print(f"dead letters: {rate:,.0f} records/s, 10%..90% of {total} in {hi - lo:.1f}s", flush=True)
+    probes = {f"probe-{k:04d}": make_batch(f"probe-{k:04d}", k, [f"2026-11-29T10:20:02Z {FAULT}"])
+              for k in range(args.probes)}
+    print(f"latency probes while {args.flood_per_s:,.0f} bad records/s keep arriving", flush=True)
+    lat, missing = asyncio.run(_measure_latency(bootstrap, catalog, templates, probes, args.flood_per_s,
+                                                args.probe_interval))
+    if not lat:
+        raise SystemExit("no probe verdict arrived")
+    lat_all = lat + [float("inf")] * missing
+    p99 = lat_all[min(len(lat_all) - 1, int(round(0.99 * (len(lat_all) - 1))))]
+    print(f"good batch behind the flood: n={len(lat)} missing={missing} p50={statistics.median(lat):.3f}s "
+          f"p99={p99:.3f}s max={lat[-1]:.3f}s (tick {args.tick_secs}s)", flush=True)
+    print(f"RESULT deadletter_records_per_s={rate:.0f} p99_good_behind_flood_s={p99:.3f} "
+          f"flood_per_s={args.flood_per_s:.0f}")
+    return 0
 
 
 if __name__ == "__main__":

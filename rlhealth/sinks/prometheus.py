@@ -196,6 +196,9 @@ class Exporter:
                                           ["verdict"], registry=r)
         self.verdicts_failed = Counter("rlhealth_verdicts_failed", "Judgements or publishes that raised.",
                                        registry=r)
+        self.jobs_expired = Counter("rlhealth_jobs_expired",
+                                    "Jobs whose state was dropped after a final verdict (ended, terminal, idle).",
+                                    ["reason"], registry=r)
         self._server = None
 
     # per-job
