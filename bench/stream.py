@@ -36,7 +36,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,6 +84,23 @@ def corpus_lines(n: int, signal_ratio: float) -> list[str]:
             out.append(t.format(m=i % 60, s=(i * 7) % 60, ms=i % 1000, ln=i % 997, i=i, a=(i * 13) % 4096,
                                 pid=4000 + i % 64, pct=i % 100))
     return out
+
+
+def dense_lines(n: int) -> list[str]:
+    """`n` lines of the dense mix of bench/probe.py (`--corpus dense`): ~70% metric and progress lines
+    that match a rule (vLLM stats from 16 engines, SGLang decode batches, verl step metrics, HF Trainer
+    log dicts, Megatron iterations, SkyRL progress bars), the rest DEBUG request and access lines."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from probe import DenseGen
+
+    g = DenseGen(7)
+    t = datetime(2026, 11, 29, 10, 0, 0, tzinfo=UTC)
+    out: list[str] = []
+    while len(out) < n:
+        g.engine_tick(t, out)
+        g.trainer_tick(t, out)
+        t += timedelta(seconds=10)
+    return out[:n]
 
 
 def free_port() -> int:
@@ -208,6 +225,8 @@ def main() -> int:
                          "125000 = half of the 250k lines/s target")
     ap.add_argument("--signal-ratio", type=float, default=0.02,
                     help="share of lines taken from a scenario's (signature-dense) logs; 1.0 = worst case")
+    ap.add_argument("--corpus", choices=("sparse", "dense"), default="sparse",
+                    help="sparse: --signal-ratio of scenario lines in noise; dense: bench/probe.py's dense mix")
     ap.add_argument("--deadletter-flood", type=int, default=0,
                     help="measure the dead-letter path instead: this many bad records in the backlog")
     ap.add_argument("--flood-per-s", type=float, default=5000.0,
@@ -226,7 +245,8 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
     catalog = TopicCatalog(prefix=f"bench-{uuid.uuid4().hex[:8]}.", partitions=args.partitions)
     ensure_topics(bootstrap, catalog)
     logs_topic = catalog.topic_for_kind("log_batch")
-    lines = corpus_lines(LINES_PER_BATCH * 8, args.signal_ratio)
+    lines = (dense_lines(LINES_PER_BATCH * 8) if args.corpus == "dense"
+             else corpus_lines(LINES_PER_BATCH * 8, args.signal_ratio))
 
     def make_batch(job: str, chunk: int, extra: list[str] | None = None) -> bytes:
         body = lines[(chunk % 8) * LINES_PER_BATCH:(chunk % 8 + 1) * LINES_PER_BATCH]
@@ -250,7 +270,8 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
     if not flood:
         print(f"produced {args.batches} batches ({total_lines} lines, "
               f"{sum(len(t[0]) for t in templates.values()) / len(templates) / 1024:.0f} KiB each, "
-              f"signal ratio {args.signal_ratio}) in {time.perf_counter() - t0:.1f}s", flush=True)
+              f"corpus {args.corpus}" + (f", signal ratio {args.signal_ratio}" if args.corpus == "sparse" else "")
+              + f") in {time.perf_counter() - t0:.1f}s", flush=True)
 
     port = free_port()
     env = dict(os.environ, RLHEALTH_PARTITIONS=str(args.partitions))
@@ -300,7 +321,8 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
               f"p50={p50:.3f}s p99={p99:.3f}s max={lat[-1]:.3f}s", flush=True)
         print(f"worker after the run: event loop lag {m.get('rlhealth_event_loop_lag_seconds', float('nan')):.3f}s, "
               f"consumer lag on logs {m.get(lag_key, float('nan')):.0f} records", flush=True)
-        print(f"RESULT lines_per_s_per_worker={rate:.0f} p99_signal_to_verdict_s={p99:.3f}")
+        print(f"RESULT lines_per_s_per_worker={rate:.0f} p99_signal_to_verdict_s={p99:.3f} corpus={args.corpus} "
+              f"background_lines_per_s={load_lines:.0f}")
         return 0
     finally:
         if worker.poll() is None:

@@ -402,7 +402,9 @@ class StreamWorker:
         self._update_lag()
         keys = self.tables.job_health.keys_in(ready)
         self._dirty.difference_update(keys)
+        started = time.perf_counter()
         exported, published = await self._judge(keys)
+        self.exporter.judge_all_seconds.set(time.perf_counter() - started)
         self.exporter.retain(exported)
         self.exporter.jobs_owned.set(len(exported))
         return published
