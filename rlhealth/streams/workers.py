@@ -53,7 +53,7 @@ from typing import Any
 import faust
 from faust.types import TP
 
-from rlhealth.schemas import DeadLetter, EventDecodeError, decode_event, encode, job_key
+from rlhealth.schemas import DeadLetter, EventDecodeError, Verdict, decode_event, encode, job_key
 from rlhealth.schemas.topics import TopicCatalog
 from rlhealth.sinks.prometheus import Exporter
 from rlhealth.streams.app import DEFAULT_APP_ID, group_id, make_app
@@ -417,8 +417,14 @@ class StreamWorker:
         table, book_table = self.tables.job_health, self.tables.verdicts
         exported: list[str] = []
         published = 0
+        # Verdicts are sent without waiting for each delivery (a round trip per job made a tick of
+        # thousands of jobs take minutes); each group is settled (delivered, then its books written)
+        # before the next, so a verdict's seq is recorded only once it is out.
+        sent: list[tuple[Any, bytes, str, Verdict, float, str | None]] = []
         for i, key in enumerate(keys):
             if i and i % 50 == 0:
+                published += await self._settle(sent)
+                sent = []
                 await asyncio.sleep(0)  # let the agent run between batches of judgements
             raw = table.get(key)
             if not raw:
@@ -445,19 +451,33 @@ class StreamWorker:
                                  "watched.".strip()})
             elif verdict.same_call(book.last) and wall - book.published_at < self.settings.heartbeat_secs:
                 continue
-            seq = book.seq + 1
-            out = verdict.model_copy(update={"seq": seq})
-            fut = await self.verdict_topic.send(key=key, value=encode(out))
-            await fut
+            out = verdict.model_copy(update={"seq": book.seq + 1})
+            sent.append((await self.verdict_topic.send(key=key, value=encode(out)), key, job_id, out, wall, expiry))
+        published += await self._settle(sent)
+        return exported, published
+
+    async def _settle(self, sent: list[tuple[Any, bytes, str, Verdict, float, str | None]]) -> int:
+        """Wait for a group of verdict sends; record each delivered one (book, metrics, evidence, expiry)."""
+        if not sent:
+            return 0
+        results = await asyncio.gather(*(x[0] for x in sent), return_exceptions=True)
+        failed: BaseException | None = None
+        done = 0
+        for result, (_fut, key, job_id, out, wall, expiry) in zip(results, sent):
+            if isinstance(result, BaseException):
+                failed = failed or result
+                continue
             self.exporter.verdict_published(out.verdict)
-            published += 1
+            done += 1
             if self.store is not None:
                 self.store.add_verdict(out)
             if expiry is not None:
                 self._expire(key, job_id, expiry)
             else:
-                book_table[key] = VerdictBook(seq=seq, published_at=wall, last=out).to_bytes()
-        return exported, published
+                self.tables.verdicts[key] = VerdictBook(seq=out.seq, published_at=wall, last=out).to_bytes()
+        if failed is not None:
+            raise failed
+        return done
 
     def _expiry(self, key: bytes, state: Any, wall: float) -> str | None:
         """Why the job should be expired now ("ended", "terminal", "idle"), or None to keep watching it."""
