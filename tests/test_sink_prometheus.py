@@ -155,3 +155,30 @@ def test_exposition_passes_promtool_lint() -> None:
     proc = subprocess.run(["promtool", "check", "metrics"], input=generate_latest(exp.registry),
                           capture_output=True, timeout=30)
     assert proc.returncode == 0, proc.stdout.decode() + proc.stderr.decode()
+
+
+def test_prerendered_exposition_equals_generate_latest() -> None:
+    exp = Exporter()
+    assert exp.exposition() == generate_latest(exp.registry)  # no job yet: the family headers alone
+    exp.update(metrics("job-a"))
+    exp.update(metrics('we"ird\\job\nid', log_staleness_s={"trainer": 1e-7, "mystery": 5.0, "other": 2.0},
+                       generation_tokens_per_s=None, verdict=None, last_event_time=None, trainer_last_step=None,
+                       gate_status={"B": "PASS"}, trial_reward_mean=float("nan"), running_requests=12345678.9,
+                       waiting_requests=float("inf"), restarts_max=-1))
+    exp.update(metrics("job-c", verdict="KILL", log_staleness_s={}, trials_completed_total=3 * 10**12))
+    exp.update(metrics("job-a", running_requests=1.0))  # replaced in place: keeps its position
+    exp.received("log_batch")
+    exp.dead_lettered("trial", "invalid_fields")
+    exp.jobs_expired.labels("idle").inc()
+    assert exp.exposition() == generate_latest(exp.registry)
+    exp.remove("job-c")
+    exp.retain(["job-a"])
+    assert exp.exposition() == generate_latest(exp.registry)
+    assert b"job-c" not in exp.exposition()
+
+
+def test_exposition_scales_to_many_jobs() -> None:
+    exp = Exporter()
+    for i in range(300):
+        exp.update(metrics(f"job-{i:04d}", trainer_last_step=i))
+    assert exp.exposition() == generate_latest(exp.registry)
