@@ -1,7 +1,12 @@
 """Whole-process `rlhealth probe` on a ~1 GB capture vs one `grep -E -c -f patterns.txt` pass.
 
     python bench/probe.py [--size-mb 1024] [--rounds 3] [--out bench/out] [--regen]
-                          [--skip-grep] [--profile FILE.prof]
+                          [--skip-grep] [--profile FILE.prof] [--corpus sparse|dense]
+
+`--corpus dense` (default size 200 MB) builds a capture where most lines match a rule: vLLM stats
+from 16 engines every 5 s and SGLang decode-batch lines (engine pod), verl step-metric lines, HF
+Trainer log dicts, Megatron iteration lines and SkyRL tqdm progress bars (trainer pod), between
+vLLM DEBUG request lines and access lines that match nothing, plus the same few faults.
 
 1. Builds (deterministically, seed 7; skipped when bench/out/probe_<N>mb/ is already complete) a
    capture of about N MB of logs: logs/pod_rank0.log (trainer pod: loguru lines, python logging,
@@ -57,6 +62,66 @@ BLOCKS = "▏▎▍▌▋▊▉█"
 
 def _ray(actor: str, pid: int, ip: str) -> str:
     return f"{ESC}[36m({actor} pid={pid}, ip={ip}){ESC}[0m "
+
+
+class DenseGen:
+    """The dense mix: about 70% of lines match a metric or progress rule (real line formats)."""
+
+    def __init__(self, seed: int) -> None:
+        self.rnd = random.Random(seed)
+        self.engine_pids = [20531 + 97 * i for i in range(16)]
+        self.step = 0
+        self.iteration = 0
+
+    def engine_tick(self, t: datetime, out: list[str]) -> None:
+        rnd = self.rnd
+        vts = [(t + timedelta(seconds=s)).strftime("%m-%d %H:%M:%S") for s in range(TICK_S)]
+        for half in (4, 9):
+            for e, pid in enumerate(self.engine_pids):
+                out.append(_ray("AsyncVLLMInferenceEngine", pid, ENGINE_IP)
+                           + f"INFO {vts[half]} [loggers.py:271] Engine {e:03d}: Avg prompt throughput: "
+                           f"{rnd.uniform(0, 9000):.1f} tokens/s, Avg generation throughput: {rnd.uniform(200, 1800):.1f} "
+                           f"tokens/s, Running: {rnd.randint(1, 48)} reqs, Waiting: {rnd.randint(0, 4)} reqs, GPU KV cache "
+                           f"usage: {rnd.uniform(1, 90):.1f}%, Prefix cache hit rate: {rnd.uniform(10, 90):.1f}%")
+        st = (t + timedelta(seconds=3)).strftime("%Y-%m-%d %H:%M:%S")
+        for tp in range(8):
+            out.append(f"[{st} TP{tp}] Decode batch. #running-req: {rnd.randint(1, 64)}, #token: {rnd.randint(100, 90000)}, "
+                       f"token usage: {rnd.uniform(0, 0.95):.2f}, gen throughput (token/s): {rnd.uniform(100, 3000):.2f}, "
+                       f"#queue-req: {rnd.randint(0, 9)}")
+        for _ in range(14):
+            pid = rnd.choice(self.engine_pids)
+            out.append(_ray("AsyncVLLMInferenceEngine", pid, ENGINE_IP)
+                       + f"DEBUG {rnd.choice(vts)} [async_llm.py:312] Added request "
+                       f"chatcmpl-{rnd.getrandbits(64):016x}-{rnd.getrandbits(32):08x}.")
+        for _ in range(6):
+            out.append(_ray("AsyncVLLMInferenceEngine", rnd.choice(self.engine_pids), ENGINE_IP)
+                       + f"INFO:     127.0.0.1:{rnd.randint(30000, 65000)} - \"POST /v1/chat/completions HTTP/1.1\" 200 OK")
+
+    def trainer_tick(self, t: datetime, out: list[str]) -> None:
+        rnd = self.rnd
+        lts = [(t + timedelta(seconds=s)).strftime("%Y-%m-%d %H:%M:%S") for s in range(TICK_S)]
+        for k in range(3):
+            self.step += 1
+            out.append(f"(TaskRunner pid=23871) step:{self.step} - global_seqlen/min:{rnd.randint(300000, 400000)} - "
+                       f"actor/pg_loss:{rnd.uniform(-0.01, 0.01):.4f} - actor/entropy:{rnd.uniform(0.2, 1.2):.4f} - "
+                       f"actor/grad_norm:{rnd.uniform(0.1, 2):.4f} - critic/score/mean:{rnd.uniform(0, 1):.4f} - "
+                       f"timing_s/gen:{rnd.uniform(20, 90):.2f} - timing_s/update_actor:{rnd.uniform(5, 30):.2f} - "
+                       f"training/global_step:{self.step}")
+            out.append(f"{{'loss': {rnd.uniform(0.1, 2):.4f}, 'grad_norm': {rnd.uniform(0.1, 3):.4f}, "
+                       f"'learning_rate': {rnd.uniform(1e-7, 1e-5):.3e}, 'epoch': {self.step / 1000:.3f}}}")
+            self.iteration += 1
+            out.append(f" [{lts[3 * k]}] iteration {self.iteration:8d}/  100000 | consumed samples: {64 * self.iteration:12d} | "
+                       f"elapsed time per iteration (ms): {rnd.uniform(5000, 9000):.1f} | learning rate: 6.680E-06 | "
+                       f"global batch size:    64 | lm loss: {rnd.uniform(0.5, 2):.6E} | loss scale: 1.0 | "
+                       f"grad norm: {rnd.uniform(0.3, 1.5):.3f} | number of skipped iterations:   0 |")
+        for _ in range(6):
+            done = rnd.randint(1, 199)
+            out.append(_ray("skyrl_entrypoint", 7760, TRAINER_IP)
+                       + f"Training Step Progress: {done * 100 // 200:3d}%|{BLOCKS[-1] * (done // 20)}{' ' * (10 - done // 20)}| "
+                       f"{done}/200 [1:02:11<28:33:10, {rnd.uniform(100, 600):.2f}s/it]")
+        for _ in range(8):
+            out.append(f"{rnd.choice(lts)},{rnd.randint(0, 999):03d}\tDEBUG worker.py:{rnd.randint(1, 3000)} -- "
+                       f"sent {rnd.randint(1, 64)} prompts to engine {rnd.randint(0, 15)}")
 
 
 class Gen:
@@ -138,8 +203,8 @@ class Gen:
         out.append(f"{lts[-1]},000\tINFO worker.py:1694 -- heartbeat ok")
 
 
-def _estimate_tick_bytes() -> float:
-    g = Gen(99)
+def _estimate_tick_bytes(gen: type = None) -> float:  # type: ignore[assignment]
+    g = (gen or Gen)(99)
     out: list[str] = []
     t = END
     for _ in range(40):
@@ -148,18 +213,19 @@ def _estimate_tick_bytes() -> float:
     return sum(len(s.encode()) + 1 for s in out) / 40
 
 
-def build_capture(cap: Path, size_mb: int, seed: int = 7) -> None:
+def build_capture(cap: Path, size_mb: int, seed: int = 7, corpus: str = "sparse") -> None:
     marker = cap / ".complete"
-    want = f"{GEN_VERSION} size_mb={size_mb} seed={seed}"
+    want = f"{GEN_VERSION} size_mb={size_mb} seed={seed}" + (f" corpus={corpus}" if corpus != "sparse" else "")
+    gen_cls = DenseGen if corpus == "dense" else Gen
     if marker.exists() and marker.read_text() == want:
         return
     if cap.exists():
         shutil.rmtree(cap)
     (cap / "logs").mkdir(parents=True)
     t0 = time.perf_counter()
-    ticks = max(10, int(size_mb * 1e6 / _estimate_tick_bytes()))
+    ticks = max(10, int(size_mb * 1e6 / _estimate_tick_bytes(gen_cls)))
     start = END - timedelta(seconds=ticks * TICK_S)
-    g = Gen(seed)
+    g = gen_cls(seed)
     job_id = "bench-probe-q3-8b"
     tb_tick = int(ticks * 0.55)
     wd_tick = int(ticks * 0.8)
@@ -303,7 +369,9 @@ def profile(cap: Path, out: Path) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--size-mb", type=int, default=1024)
+    ap.add_argument("--size-mb", type=int, default=None, help="MB of logs (default 1024 sparse, 200 dense)")
+    ap.add_argument("--corpus", choices=("sparse", "dense"), default="sparse",
+                    help="sparse: ~1.5%% of lines match a rule; dense: ~70%% (metric and progress lines)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default=str(ROOT / "bench" / "out"))
     ap.add_argument("--regen", action="store_true")
@@ -316,10 +384,12 @@ def main() -> int:
         os.environ["RLHEALTH_PROBE_WORKERS"] = str(args.workers)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    cap = out / f"probe_{args.size_mb}mb"
+    if args.size_mb is None:
+        args.size_mb = 200 if args.corpus == "dense" else 1024
+    cap = out / (f"probe_{args.size_mb}mb" + ("_dense" if args.corpus == "dense" else ""))
     if args.regen and cap.exists():
         shutil.rmtree(cap)
-    build_capture(cap, args.size_mb)
+    build_capture(cap, args.size_mb, corpus=args.corpus)
     logs = sorted((cap / "logs").rglob("*.log"))
     size = sum(p.stat().st_size for p in logs)
     n_lines = 0
@@ -369,7 +439,8 @@ def main() -> int:
     print(f"grep  median_s={mg:.2f} min_s={min(times['grep']):.2f} max_s={max(times['grep']):.2f} "
           f"MB_per_s={size / 1e6 / mg:.0f} matching_lines={grep_lines:,}")
     print(f"peak_rss_MB={max(rss) / 2**20:.0f} (limit 1024)")
-    print(f"RESULT probe_time_over_grep={mp / mg:.2f}")
+    print(f"RESULT probe_time_over_grep={mp / mg:.2f} corpus={args.corpus} "
+          f"workers={os.environ.get('RLHEALTH_PROBE_WORKERS', 'auto')}")
     return 0
 
 

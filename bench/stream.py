@@ -15,6 +15,12 @@ Prints a summary and ends with
     RESULT lines_per_s_per_worker=<x> p99_signal_to_verdict_s=<y>
 
     python bench/stream.py [--batches 8000] [--jobs 48] [--probes 100] [--partitions 12] [--signal-ratio 0.02]
+
+With `--deadletter-flood N` it measures bad records instead: N undecodable records are produced
+before the worker starts, the rate at which they reach the dead-letter topic is read from
+`rlhealth_events_dead_lettered_total` (10%..90%), then probes (good batches ending in a fault line)
+are timed to their verdict while bad records keep arriving at `--flood-per-s`; ends with
+    RESULT deadletter_records_per_s=<x> p99_good_behind_flood_s=<y> flood_per_s=<z>
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -78,6 +84,23 @@ def corpus_lines(n: int, signal_ratio: float) -> list[str]:
             out.append(t.format(m=i % 60, s=(i * 7) % 60, ms=i % 1000, ln=i % 997, i=i, a=(i * 13) % 4096,
                                 pid=4000 + i % 64, pct=i % 100))
     return out
+
+
+def dense_lines(n: int) -> list[str]:
+    """`n` lines of the dense mix of bench/probe.py (`--corpus dense`): ~70% metric and progress lines
+    that match a rule (vLLM stats from 16 engines, SGLang decode batches, verl step metrics, HF Trainer
+    log dicts, Megatron iterations, SkyRL progress bars), the rest DEBUG request and access lines."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from probe import DenseGen
+
+    g = DenseGen(7)
+    t = datetime(2026, 11, 29, 10, 0, 0, tzinfo=UTC)
+    out: list[str] = []
+    while len(out) < n:
+        g.engine_tick(t, out)
+        g.trainer_tick(t, out)
+        t += timedelta(seconds=10)
+    return out[:n]
 
 
 def free_port() -> int:
@@ -202,6 +225,12 @@ def main() -> int:
                          "125000 = half of the 250k lines/s target")
     ap.add_argument("--signal-ratio", type=float, default=0.02,
                     help="share of lines taken from a scenario's (signature-dense) logs; 1.0 = worst case")
+    ap.add_argument("--corpus", choices=("sparse", "dense"), default="sparse",
+                    help="sparse: --signal-ratio of scenario lines in noise; dense: bench/probe.py's dense mix")
+    ap.add_argument("--deadletter-flood", type=int, default=0,
+                    help="measure the dead-letter path instead: this many bad records in the backlog")
+    ap.add_argument("--flood-per-s", type=float, default=5000.0,
+                    help="bad records/s produced while the probes of the dead-letter run are timed")
     args = ap.parse_args()
 
     env = broker_env()
@@ -216,7 +245,8 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
     catalog = TopicCatalog(prefix=f"bench-{uuid.uuid4().hex[:8]}.", partitions=args.partitions)
     ensure_topics(bootstrap, catalog)
     logs_topic = catalog.topic_for_kind("log_batch")
-    lines = corpus_lines(LINES_PER_BATCH * 8, args.signal_ratio)
+    lines = (dense_lines(LINES_PER_BATCH * 8) if args.corpus == "dense"
+             else corpus_lines(LINES_PER_BATCH * 8, args.signal_ratio))
 
     def make_batch(job: str, chunk: int, extra: list[str] | None = None) -> bytes:
         body = lines[(chunk % 8) * LINES_PER_BATCH:(chunk % 8 + 1) * LINES_PER_BATCH]
@@ -227,12 +257,21 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
 
     # ---- throughput: backlog first, then the worker
     t0 = time.perf_counter()
-    templates = {j: [make_batch(f"load-{j:03d}", c) for c in range(8)] for j in range(args.jobs)}
-    asyncio.run(_produce_backlog(bootstrap, logs_topic, templates, args.batches))
+    flood = args.deadletter_flood
+    if flood:  # records no decoder accepts, a few KiB like a real batch gone wrong, keyed over the jobs
+        bad = [b'{"schema_version": 1, "kind": "log_batch", "lines": ' + str(c).encode() * 2000 for c in range(8)]
+        templates = {j: bad for j in range(args.jobs)}
+        asyncio.run(_produce_backlog(bootstrap, logs_topic, templates, flood))
+        print(f"produced {flood} bad records in {time.perf_counter() - t0:.1f}s", flush=True)
+    else:
+        templates = {j: [make_batch(f"load-{j:03d}", c) for c in range(8)] for j in range(args.jobs)}
+        asyncio.run(_produce_backlog(bootstrap, logs_topic, templates, args.batches))
     total_lines = args.batches * LINES_PER_BATCH
-    print(f"produced {args.batches} batches ({total_lines} lines, "
-          f"{sum(len(t[0]) for t in templates.values()) / len(templates) / 1024:.0f} KiB each, "
-          f"signal ratio {args.signal_ratio}) in {time.perf_counter() - t0:.1f}s", flush=True)
+    if not flood:
+        print(f"produced {args.batches} batches ({total_lines} lines, "
+              f"{sum(len(t[0]) for t in templates.values()) / len(templates) / 1024:.0f} KiB each, "
+              f"corpus {args.corpus}" + (f", signal ratio {args.signal_ratio}" if args.corpus == "sparse" else "")
+              + f") in {time.perf_counter() - t0:.1f}s", flush=True)
 
     port = free_port()
     env = dict(os.environ, RLHEALTH_PARTITIONS=str(args.partitions))
@@ -246,6 +285,8 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
             env=env, stdout=worker_log, stderr=subprocess.STDOUT)
     samples: list[tuple[float, float]] = []
     try:
+        if flood:
+            return _bench_flood(args, bootstrap, catalog, port, worker, log_path, templates, make_batch)
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
             if worker.poll() is not None:
@@ -280,7 +321,8 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
               f"p50={p50:.3f}s p99={p99:.3f}s max={lat[-1]:.3f}s", flush=True)
         print(f"worker after the run: event loop lag {m.get('rlhealth_event_loop_lag_seconds', float('nan')):.3f}s, "
               f"consumer lag on logs {m.get(lag_key, float('nan')):.0f} records", flush=True)
-        print(f"RESULT lines_per_s_per_worker={rate:.0f} p99_signal_to_verdict_s={p99:.3f}")
+        print(f"RESULT lines_per_s_per_worker={rate:.0f} p99_signal_to_verdict_s={p99:.3f} corpus={args.corpus} "
+              f"background_lines_per_s={load_lines:.0f}")
         return 0
     finally:
         if worker.poll() is None:
@@ -297,6 +339,39 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
                                     raise_errors=False)
         except Exception as exc:  # noqa: BLE001 - cleanup only
             print(f"could not delete bench topics: {exc}", file=sys.stderr)
+
+
+def _bench_flood(args: argparse.Namespace, bootstrap: str, catalog: TopicCatalog, port: int,
+                 worker: subprocess.Popen, log_path: Path, templates: dict[int, list[bytes]], make_batch) -> int:
+    total = args.deadletter_flood
+    samples: list[tuple[float, float]] = []
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        if worker.poll() is not None:
+            raise SystemExit(f"worker exited {worker.returncode}; see {log_path}")
+        done = sum(v for k, v in scrape(port).items() if k.startswith("rlhealth_events_dead_lettered_total"))
+        samples.append((time.monotonic(), done))
+        if done >= total:
+            break
+        time.sleep(0.1)
+    lo = next(t for t, d in samples if d >= 0.1 * total)
+    hi = next(t for t, d in samples if d >= 0.9 * total)
+    rate = 0.8 * total / (hi - lo)
+    print(f"dead letters: {rate:,.0f} records/s, 10%..90% of {total} in {hi - lo:.1f}s", flush=True)
+    probes = {f"probe-{k:04d}": make_batch(f"probe-{k:04d}", k, [f"2026-11-29T10:20:02Z {FAULT}"])
+              for k in range(args.probes)}
+    print(f"latency probes while {args.flood_per_s:,.0f} bad records/s keep arriving", flush=True)
+    lat, missing = asyncio.run(_measure_latency(bootstrap, catalog, templates, probes, args.flood_per_s,
+                                                args.probe_interval))
+    if not lat:
+        raise SystemExit("no probe verdict arrived")
+    lat_all = lat + [float("inf")] * missing
+    p99 = lat_all[min(len(lat_all) - 1, int(round(0.99 * (len(lat_all) - 1))))]
+    print(f"good batch behind the flood: n={len(lat)} missing={missing} p50={statistics.median(lat):.3f}s "
+          f"p99={p99:.3f}s max={lat[-1]:.3f}s (tick {args.tick_secs}s)", flush=True)
+    print(f"RESULT deadletter_records_per_s={rate:.0f} p99_good_behind_flood_s={p99:.3f} "
+          f"flood_per_s={args.flood_per_s:.0f}")
+    return 0
 
 
 if __name__ == "__main__":

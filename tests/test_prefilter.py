@@ -602,3 +602,23 @@ def test_followed_capture_prefiltered_equals_dense(capture_dir: Path) -> None:
                 state, _findings = CORE.step(state, ev, now)
         out[prefilter is None] = (msgspec.msgpack.encode(state), CORE.judge(state, now).model_dump_json())
     assert out[True] == out[False]
+
+
+# -- (c) the dense mix of bench/probe.py: most lines are metric and progress matches ----------
+
+
+@pytest.mark.parametrize("batch_lines,chunk", [(2000, None), (7, 4096), (500, 1 << 16)])
+def test_prefiltered_replay_equals_dense_on_the_dense_bench_corpus(tmp_path: Path, monkeypatch, batch_lines: int,
+                                                                   chunk: int | None) -> None:
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        from probe import build_capture
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    cap = tmp_path / "dense"
+    build_capture(cap, 1, seed=11, corpus="dense")  # ~1 MB: ~5,000 lines, ~70% of them matched
+    dense, lines, emptied = _assert_equivalent(cap, batch_lines, chunk, monkeypatch)
+    assert lines > 4000
+    assert len(dense["findings"]) >= 2  # the traceback and the NCCL watchdog line

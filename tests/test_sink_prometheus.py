@@ -202,3 +202,4 @@ def test_exposition_passes_promtool_lint() -> None:
     proc = subprocess.run(["promtool", "check", "metrics"], input=generate_latest(exp.registry),
                           capture_output=True, timeout=30)
     assert proc.returncode == 0, proc.stdout.decode() + proc.stderr.decode()
+

@@ -339,7 +339,16 @@ def test_two_workers_split_the_jobs_after_a_rebalance(kafka_bootstrap, catalog, 
     assert all(s == sorted(set(s)) for s in per_job.values()), per_job
 
 
-def test_ended_job_state_and_series_are_dropped(kafka_bootstrap, catalog, tmp_path) -> None:
+def changelog_values(bootstrap: str, topic: str, key: bytes, timeout: float = 20.0) -> list[bytes | None]:
+    """Every value written for `key` to a changelog topic, oldest first (None: a tombstone)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        values = [r.value for r in read_topic(bootstrap, topic, 1 << 30, timeout=3.0) if r.key == key]
+        if (values and values[-1] is None) or time.monotonic() > deadline:
+            return values
+
+
+def test_ended_job_gets_a_final_verdict_and_is_expired(kafka_bootstrap, catalog, tmp_path) -> None:
     from rlhealth.schemas import JobEnded
 
     with running(kafka_bootstrap, catalog.prefix, tmp_path / "worker.log") as w:
@@ -350,5 +359,56 @@ def test_ended_job_state_and_series_are_dropped(kafka_bootstrap, catalog, tmp_pa
             w.wait_metric("rlhealth_jobs_owned", lambda v: v == 2)
             producer.send(JobEnded(job_id="job-end", event_time=datetime.now(UTC) + timedelta(seconds=1)))
             producer.flush()
+        w.wait_metric('rlhealth_jobs_expired_total{reason="ended"}', lambda v: v == 1.0)
         w.wait_metric("rlhealth_jobs_owned", lambda v: v == 1)
         assert w.jobs() == {"job-stay"}
+    final = [v for v in read_verdicts(kafka_bootstrap, catalog.verdicts, dedupe=False) if v.job_id == "job-end"]
+    assert final and "Final verdict: the job ended" in final[-1].reasoning
+    assert [v.seq for v in final] == sorted({v.seq for v in final})
+    # the state and the verdict book were deleted: tombstones on both changelogs
+    for table in ("job_health", "verdict_book"):
+        values = changelog_values(kafka_bootstrap, f"{catalog.prefix}rlhealth-{table}-changelog", b"job-end")
+        assert values and values[-1] is None, (table, values)
+
+
+def test_idle_and_terminal_jobs_are_expired(kafka_bootstrap, catalog, tmp_path) -> None:
+    from rlhealth.schemas import JobStatePoll
+
+    now = datetime.now(UTC)
+    # the real core: the scheduler state is read from its state
+    with running(kafka_bootstrap, catalog.prefix, tmp_path / "worker.log", core=None,
+                 extra_args=("--idle-expiry-secs", "4", "--terminal-expiry-secs", "1")) as w:
+        with EventProducer(kafka_bootstrap, catalog) as producer:
+            producer.send(batch("job-idle"))
+            producer.send(JobStatePoll(job_id="job-done", event_time=now, state="succeeded", scheduler="slurm"))
+            producer.send(batch("job-busy"))
+            producer.flush()
+            w.wait_metric('rlhealth_jobs_expired_total{reason="terminal"}', lambda v: v == 1.0)
+            assert "job-done" not in w.jobs()
+            deadline = time.monotonic() + 60
+            while w.metrics().get('rlhealth_jobs_expired_total{reason="idle"}') != 1.0:
+                assert time.monotonic() < deadline, w.tail()
+                producer.send(batch("job-busy"))  # keeps sending: never idle
+                producer.flush()
+                time.sleep(0.5)
+        assert w.jobs() == {"job-busy"}
+    finals = {v.job_id: v for v in read_verdicts(kafka_bootstrap, catalog.verdicts)}
+    assert "terminal state" in finals["job-done"].reasoning
+    assert "idle expiry" in finals["job-idle"].reasoning
+
+
+def test_a_flood_of_bad_records_is_dead_lettered_in_batches(kafka_bootstrap, catalog, tmp_path) -> None:
+    logs = catalog.topic_for_kind("log_batch")
+    n = 3000
+    with EventProducer(kafka_bootstrap, catalog) as producer:
+        for i in range(n):
+            producer.send_raw(logs, b"{not json %d" % i, key=b"job-flood-%d" % (i % 50))
+        producer.send(batch("job-ok"))
+        producer.flush()
+    with running(kafka_bootstrap, catalog.prefix, tmp_path / "worker.log") as w:
+        w.wait_metric('rlhealth_job_verdict_kill{job_id="job-ok"}', lambda v: v == 0.0, timeout=120)
+        records = read_topic(kafka_bootstrap, catalog.deadletter, n)
+        assert len(records) == n
+        assert len({DeadLetter.model_validate_json(r.value).source_offset for r in records}) <= n
+        m = w.metrics()
+        assert m['rlhealth_events_dead_lettered_total{kind="log_batch",reason="invalid_json"}'] == n

@@ -34,6 +34,10 @@ prefix_option = click.option("--topic-prefix", "topic_prefix", envvar="RLHEALTH_
               help="Republish an unchanged verdict this often.")
 @click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
               help="Write findings, verdicts and dead letters to this DuckDB file (one worker per file).")
+@click.option("--idle-expiry-secs", type=float, default=6 * 3600.0, show_default=True,
+              help="Publish a final verdict for, and forget, a job that sent nothing this long.")
+@click.option("--terminal-expiry-secs", type=float, default=1800.0, show_default=True,
+              help="... and a job whose scheduler state has been terminal this long.")
 @prefix_option
 @click.option("--app-id", default="rlhealth", show_default=True, help="faust app id (consumer group, changelogs).")
 @click.option("--session-timeout-secs", type=float, default=30.0, show_default=True,
@@ -45,8 +49,9 @@ prefix_option = click.option("--topic-prefix", "topic_prefix", envvar="RLHEALTH_
                    "(backfills, full-speed replays: each verdict is what `probe --now` says at that time).")
 @kafka_security_options
 def worker(bootstrap: str, metrics_port: int | None, metrics_addr: str, tick_secs: float, heartbeat_secs: float,
-           db_path: str | None, topic_prefix: str | None, app_id: str, session_timeout_secs: float,
-           no_create_topics: bool, loglevel: str, clock_mode: str, kafka_security) -> None:
+           db_path: str | None, idle_expiry_secs: float, terminal_expiry_secs: float, topic_prefix: str | None,
+           app_id: str, session_timeout_secs: float, no_create_topics: bool, loglevel: str, clock_mode: str,
+           kafka_security) -> None:
     """Run the streaming worker: events in, verdicts out, state in a changelogged table.
 
     Exits non-zero if its stream agent dies (70), so the orchestrator restarts it.
@@ -61,7 +66,8 @@ def worker(bootstrap: str, metrics_port: int | None, metrics_addr: str, tick_sec
     settings = WorkerSettings(bootstrap=bootstrap, catalog=catalog, app_id=app_id, tick_secs=tick_secs,
                               heartbeat_secs=heartbeat_secs, metrics_port=metrics_port, metrics_addr=metrics_addr,
                               db_path=db_path, loglevel=loglevel, session_timeout_s=session_timeout_secs,
-                              security=kafka_security, clock_mode=clock_mode)
+                              security=kafka_security, clock_mode=clock_mode,
+                              idle_expiry_secs=idle_expiry_secs, terminal_expiry_secs=terminal_expiry_secs)
     sys.exit(StreamWorker(settings).run())
 
 

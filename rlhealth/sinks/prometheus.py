@@ -267,6 +267,11 @@ class Exporter(JobExporter):
                                           ["verdict"], registry=r)
         self.verdicts_failed = Counter("rlhealth_verdicts_failed", "Judgements or publishes that raised.",
                                        registry=r)
+        self.judge_all_seconds = Gauge("rlhealth_judge_all_seconds",
+                                       "Wall time of the last tick's judgement of every owned job.", registry=r)
+        self.jobs_expired = Counter("rlhealth_jobs_expired",
+                                    "Jobs whose state was dropped after a final verdict (ended, terminal, idle).",
+                                    ["reason"], registry=r)
 
     # per-component
     def received(self, kind: str | None, n: int = 1) -> None:

@@ -8,7 +8,13 @@ One agent (`judge_job_events`) reads every event topic as raw bytes. Per record 
 2. loads the job's `JobHealth` from the `job_health` table, calls `core.step(state, event, now)`
    and REASSIGNS `table[key] = state.to_bytes()` (the assignment writes the changelog);
    an exception from the core dead-letters the record with stage="core", reason="core_error";
-3. on `JobEnded`, deletes the job's state and drops its metric series.
+3. on `JobEnded`, marks the job ended; the fast timer then publishes its final verdict and expires it.
+
+A job is expired (final verdict published, metric series removed, table entries deleted, which
+writes tombstones to the changelogs) when it ended (`JobEnded`), when the scheduler has reported a
+terminal state (succeeded, failed, killed) for `terminal_expiry_secs`, or when nothing arrived for
+it for `idle_expiry_secs` (default 6 h, longer than any legitimate stall). Events that arrive for
+an expired job start a fresh state (and its verdict `seq` starts again at 1).
 
 A timer (`tick_secs`) judges the jobs of the partitions this worker owns, with the wall clock
 (and a fast timer, `fast_tick_secs`, judges at once the jobs whose last events produced findings
@@ -54,7 +60,7 @@ from faust.types import TP
 
 from rlhealth.agents.stability import changed as key_facts_changed
 from rlhealth.agents.stability import stabilize
-from rlhealth.schemas import DeadLetter, EventDecodeError, decode_event, encode, job_key
+from rlhealth.schemas import DeadLetter, EventDecodeError, Verdict, decode_event, encode, job_key
 from rlhealth.schemas.kafka_security import KafkaSecurity, resolve
 from rlhealth.schemas.topics import TopicCatalog
 from rlhealth.sinks.evidence_records import finding_record, metrics_point
@@ -67,6 +73,11 @@ log = logging.getLogger("rlhealth.worker")
 EXIT_AGENT_DIED = 70
 # Kinds that can change a call on their own: judged within `fast_tick_secs`, not at the next tick.
 URGENT_KINDS = frozenset({"job_state", "job_spec", "job_ended"})
+EXPIRY_TEXT = {
+    "ended": "the job ended (JobEnded)",
+    "terminal": "the scheduler reported a terminal state",
+    "idle": "nothing arrived for the job within the idle expiry",
+}
 
 
 @dataclass(frozen=True)
@@ -88,6 +99,15 @@ class WorkerSettings:
     security: KafkaSecurity | None = None  # None: from the environment (KafkaSecurity.from_env)
     clock_mode: str = "wall"  # wall: judge at the wall clock; event: at each job's newest event time (backfills)
     metrics_every_secs: float = 60.0  # one metrics row per job per this much judging time in the evidence store
+    idle_expiry_secs: float = 6 * 3600.0  # a job that sent nothing this long is ended and expired
+    terminal_expiry_secs: float = 1800.0  # ... and one the scheduler has called terminal this long
+
+
+# A verdict send in flight: (future, key, job id, verdict, wall time, expiry reason, stability book).
+_Sent = tuple[Any, bytes, str, Verdict, float, str | None, Any]
+
+# Scheduler states after which a job produces nothing more (a retry shows up as pending/running again).
+TERMINAL_STATES = frozenset({"succeeded", "failed", "killed"})
 
 
 CORE_FACTORY_ENV = "RLHEALTH_CORE_FACTORY"
@@ -145,6 +165,11 @@ class StreamWorker:
         self.catchup_targets: dict[TP, int] = {}
         self._assignment_pending = True
         self._dirty: set[bytes] = set()
+        # Expiry bookkeeping (wall clock, Unix s): when a record last arrived for a job, and since when
+        # its scheduler state has been terminal. Not persisted: a restarted worker takes the job's last
+        # event time (or now) as its start, which only ever delays an expiry.
+        self._seen: dict[bytes, float] = {}
+        self._terminal_since: dict[bytes, float] = {}
         self._judging = asyncio.Lock()  # the two timers never judge (and bump a seq) concurrently
         self._metrics_at: dict[str, datetime] = {}
         self.captured = f"stream: {self.catalog.verdicts} via app {settings.app_id}"
@@ -171,11 +196,14 @@ class StreamWorker:
             # ran, and a commit flushes the producer first, so the changelog never lags a commit.
             async for events in stream.take_events(s.batch_max, within=s.batch_within_secs):
                 pending: dict[bytes, Any] = {}
+                dead_letters: list[DeadLetter] = []
                 for event in events:
                     m = event.message
                     dead = self.handle(m.topic, m.partition, m.offset, m.key, event.value, pending=pending)
                     if dead is not None:
-                        await self._send_dead_letter(dead)
+                        dead_letters.append(dead)
+                if dead_letters:  # sent together, awaited together, before the buffer counts as processed
+                    await self._send_dead_letters(dead_letters)
                 self._write_back(pending)
                 await self._send_findings()
                 for event in events:  # "processed" once the states are in the table
@@ -236,11 +264,8 @@ class StreamWorker:
             return dead("core_error", f"{type(exc).__name__}: {exc}", stage="core", kind=kind, job_id=ev.job_id)
 
         self.tables.job_health.remember(expected, partition)
-        if kind == "job_ended":
-            out[expected] = None
-            self.exporter.remove(ev.job_id)
-        else:
-            out[expected] = state
+        self._seen[expected] = now.timestamp()
+        out[expected] = state  # an ended job keeps its state until its final verdict is out (`_expire`)
         if pending is None:
             self._write_back(out)
         if findings or kind in URGENT_KINDS:
@@ -288,19 +313,30 @@ class StreamWorker:
                 log.warning("state of job %s unreadable (%r); starting afresh", job_id, exc)
         return self.core.new_state(job_id)
 
-    async def _send_dead_letter(self, record: DeadLetter) -> None:
-        if record.job_id:
-            key: bytes | None = job_key(record.job_id)
-        else:
-            key = None if record.original_key_b64 is None else base64.b64decode(record.original_key_b64)
+    async def _send_dead_letters(self, records: list[DeadLetter]) -> None:
+        """Queue every dead letter of a buffer, then wait for all deliveries at once.
+
+        They are delivered before the buffer is acknowledged, so a record is never lost between
+        "bad" and "kept"; awaiting each one alone capped a flood of bad records at ~130/s.
+        """
+        topic = self.catalog.deadletter
+        producer = self.app.producer  # the client directly: no per-message faust bookkeeping
+        futures = []
         try:
-            fut = await self.dead_letter_topic.send(key=key, value=encode(record))
-            await fut  # delivered before we move on: a record is never lost between "bad" and "kept"
+            for record in records:
+                if record.job_id:
+                    key: bytes | None = job_key(record.job_id)
+                else:
+                    key = None if record.original_key_b64 is None else base64.b64decode(record.original_key_b64)
+                futures.append(await producer.send(topic, key, encode(record), None, None, None))
+            await asyncio.gather(*futures)
         except Exception as exc:
-            log.error("could not publish a dead letter (%s): %r", record.reason, exc)
+            log.error("could not publish %d dead letters (%s): %r", len(records),
+                      ", ".join(sorted({r.reason for r in records})), exc)
             raise
         if self.store is not None:
-            self.store.add_dead_letter(record)
+            for record in records:
+                self.store.add_dead_letter(record)
 
     # ------------------------------------------------------------------ rebalancing
     def owned_partitions(self) -> set[int]:
@@ -353,6 +389,8 @@ class StreamWorker:
         if gone:
             for key in self.tables.job_health.keys_in(gone):
                 self.exporter.remove(key.decode("utf-8", "replace"))
+                self._seen.pop(key, None)
+                self._terminal_since.pop(key, None)
         log.info("revoked %d event partitions", len(gone))
 
     def ready_partitions(self, owned: set[int] | None = None) -> set[int]:
@@ -400,7 +438,9 @@ class StreamWorker:
         self._update_lag()
         keys = self.tables.job_health.keys_in(ready)
         self._dirty.difference_update(keys)
+        started = time.perf_counter()
         exported, published = await self._judge(keys)
+        self.exporter.judge_all_seconds.set(time.perf_counter() - started)
         self.exporter.retain(exported)
         self.exporter.jobs_owned.set(len(exported))
         return published
@@ -413,8 +453,14 @@ class StreamWorker:
         table, book_table = self.tables.job_health, self.tables.verdicts
         exported: list[str] = []
         published = 0
+        # Verdicts are sent without waiting for each delivery (a round trip per job made a tick of
+        # thousands of jobs take minutes); each group is settled (delivered, then its books written)
+        # before the next, so a verdict's seq is recorded only once it is out.
+        sent: list[_Sent] = []
         for i, key in enumerate(keys):
             if i and i % 50 == 0:
+                published += await self._settle(sent)
+                sent = []
                 await asyncio.sleep(0)  # let the agent run between batches of judgements
             raw = table.get(key)
             if not raw:
@@ -422,12 +468,13 @@ class StreamWorker:
             job_id = key.decode("utf-8", "replace")
             try:
                 state = self._load(key, job_id)
-                if getattr(state, "ended", False):
-                    continue
                 now = self._judging_time(state)
+                wall = self.clock().timestamp()
+                expiry = self._expiry(key, state, wall)
                 raw = self.core.judge(state, now)
-                self.exporter.update(self.core.metrics(state, now, last=raw), raw)
-                exported.append(job_id)
+                if expiry is None:
+                    self.exporter.update(self.core.metrics(state, now, last=raw), raw)
+                    exported.append(job_id)
             except Exception as exc:  # one job's failure must not stop the others
                 self.exporter.verdicts_failed.inc()
                 log.exception("judging job %s failed: %r", job_id, exc)
@@ -435,26 +482,85 @@ class StreamWorker:
             book = VerdictBook.from_bytes(book_table.get(key))
             raw = raw.model_copy(update={"captured": self.captured})
             verdict, stability = stabilize(book.stability, raw)
-            await self._record_metrics(key, job_id, state, now, verdict)
-            wall = self.clock().timestamp()
-            if not key_facts_changed(book.last, verdict) and wall - book.published_at < self.settings.heartbeat_secs:
-                old = book.stability
-                if (stability.pending_call, stability.pending_since) != (old.pending_call, old.pending_since):
-                    # a held change started or ended: remembered (the published verdict stays `shown`)
-                    stability.shown = old.shown
-                    book_table[key] = replace(book, stability=stability).to_bytes()
+            if expiry is not None:
+                # The final verdict goes out whatever the last call was; then the job is forgotten.
+                verdict = verdict.model_copy(update={
+                    "reasoning": f"{verdict.reasoning} Final verdict: {EXPIRY_TEXT[expiry]}; the job is no longer "
+                                 "watched.".strip()})
+            else:
+                await self._record_metrics(key, job_id, state, now, verdict)
+                unchanged = not key_facts_changed(book.last, verdict)
+                if unchanged and wall - book.published_at < self.settings.heartbeat_secs:
+                    old = book.stability
+                    if (stability.pending_call, stability.pending_since) != (old.pending_call, old.pending_since):
+                        # a held change started or ended: remembered (the published verdict stays `shown`)
+                        stability.shown = old.shown
+                        book_table[key] = replace(book, stability=stability).to_bytes()
+                    continue
+            out = verdict.model_copy(update={"seq": book.seq + 1})
+            sent.append((await self.verdict_topic.send(key=key, value=encode(out)), key, job_id, out, wall, expiry,
+                         stability))
+        published += await self._settle(sent)
+        return exported, published
+
+    async def _settle(self, sent: list[_Sent]) -> int:
+        """Wait for a group of verdict sends; record each delivered one (book, metrics, evidence, expiry)."""
+        if not sent:
+            return 0
+        results = await asyncio.gather(*(x[0] for x in sent), return_exceptions=True)
+        failed: BaseException | None = None
+        done = 0
+        for result, (_fut, key, job_id, out, wall, expiry, stability) in zip(results, sent, strict=True):
+            if isinstance(result, BaseException):
+                failed = failed or result
                 continue
-            seq = book.seq + 1
-            out = verdict.model_copy(update={"seq": seq})
-            fut = await self.verdict_topic.send(key=key, value=encode(out))
-            await fut
-            stability.shown = out
-            book_table[key] = VerdictBook(seq=seq, published_at=wall, last=out, stability=stability).to_bytes()
             self.exporter.verdict_published(out.verdict)
-            published += 1
+            done += 1
             if self.store is not None:
                 self.store.add_verdict(out)
-        return exported, published
+            if expiry is not None:
+                self._expire(key, job_id, expiry)
+            else:
+                stability.shown = out
+                self.tables.verdicts[key] = VerdictBook(seq=out.seq, published_at=wall, last=out,
+                                                        stability=stability).to_bytes()
+        if failed is not None:
+            raise failed
+        return done
+
+    def _expiry(self, key: bytes, state: Any, wall: float) -> str | None:
+        """Why the job should be expired now ("ended", "terminal", "idle"), or None to keep watching it."""
+        s = self.settings
+        if getattr(state, "ended", False):
+            return "ended"
+        sched_state = getattr(getattr(state, "sched", None), "state", None)
+        if sched_state in TERMINAL_STATES:
+            since = self._terminal_since.setdefault(key, wall)
+            if wall - since >= s.terminal_expiry_secs:
+                return "terminal"
+        else:
+            self._terminal_since.pop(key, None)
+        seen = self._seen.get(key)
+        if seen is None:  # restored from the changelog: count from its last event, never from the future
+            last_ts = getattr(state, "last_event_ts", None)
+            seen = self._seen[key] = min(last_ts, wall) if isinstance(last_ts, (int, float)) else wall
+        if wall - seen >= s.idle_expiry_secs:
+            return "idle"
+        return None
+
+    def _expire(self, key: bytes, job_id: str, reason: str) -> None:
+        """Forget a job: metric series, state and verdict book (tombstones on both changelogs), bookkeeping."""
+        health, book = self.tables.job_health, self.tables.verdicts
+        for table in (health, book):
+            if key in table:
+                del table[key]  # the deletion writes the tombstone, in the key's remembered partition
+        health.key_partitions.pop(key, None)  # shared by both tables
+        self.exporter.remove(job_id)
+        self._seen.pop(key, None)
+        self._terminal_since.pop(key, None)
+        self._dirty.discard(key)
+        self.exporter.jobs_expired.labels(reason).inc()
+        log.info("job %s expired (%s)", job_id, reason)
 
     def _judging_time(self, state: Any) -> datetime:
         if self.settings.clock_mode == "event" and getattr(state, "last_event_ts", None):

@@ -1,0 +1,224 @@
+"""Scale per worker: many live jobs through one `rlhealth worker` on a real broker.
+
+Each job gets a JobSpec, a running JobStatePoll, GPU polls for two hosts of 8 GPUs, trial
+completions and log batches with vLLM stats lines from 4 engines and SkyRL trainer step lines,
+all timestamped now. The events are produced before the worker starts; once the worker has caught
+up and holds every job, a refresh round (one log batch, one GPU poll and one trial per job) is
+produced every tick so that the jobs stay live, and for `--ticks` ticks the bench samples
+
+* the worker's RSS (/proc/<pid>/status VmRSS),
+* `rlhealth_judge_all_seconds` (wall time of the last tick's judgement of every owned job),
+* the Prometheus series count and the wall time of one `/metrics` scrape.
+
+Ends with
+    RESULT jobs=<n> rss_mb=<x> judge_all_s=<y> tick_s=<t> scrape_s=<z> series=<s>
+(the maximum over the sampled ticks for rss, judge and scrape).
+
+    python bench/scale.py [--jobs 2000] [--tick-secs 30] [--ticks 4] [--partitions 12]
+
+The issue's figure is 10,000 jobs (`--jobs 10000`); on a 2-vCPU machine shared with other work
+that run takes a long time to produce and fold in, so the default is 2,000.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from aiokafka import AIOKafkaProducer  # noqa: E402
+from stream import broker_env, free_port, start_broker  # noqa: E402
+
+from rlhealth import schemas as s  # noqa: E402
+from rlhealth.schemas import encode, job_key  # noqa: E402
+from rlhealth.schemas.topics import TopicCatalog  # noqa: E402
+from rlhealth.sinks.kafka import ensure_topics  # noqa: E402
+
+ENGINE_PIDS = (20531, 21531, 22531, 23531)
+
+
+def log_lines(t: datetime, step: int) -> list[str]:
+    vts = t.strftime("%m-%d %H:%M:%S")
+    lts = t.strftime("%Y-%m-%d %H:%M:%S")
+    out = []
+    for e, pid in enumerate(ENGINE_PIDS):
+        out.append(f"(AsyncVLLMInferenceEngine pid={pid}, ip=10.0.2.100) INFO {vts} [loggers.py:271] Engine {e:03d}: "
+                   f"Avg prompt throughput: {1000 + 37 * e:.1f} tokens/s, Avg generation throughput: {900 + 11 * e:.1f} "
+                   f"tokens/s, Running: {20 + e} reqs, Waiting: 0 reqs, GPU KV cache usage: 41.5%, "
+                   "Prefix cache hit rate: 55.0%")
+    for k in range(40):
+        out.append(f"{lts},{k:03d}\tINFO worker.py:{100 + k} -- processing rollout {step * 40 + k}")
+    out.append(f"(skyrl_entrypoint pid=7760, ip=10.0.2.179) {lts}.500 | INFO     | "
+               f"skyrl_train.fully_async_trainer:_train_loop:658 - Finished: 'step', time cost: 118.20s")
+    out.append(f"(skyrl_entrypoint pid=7760, ip=10.0.2.179) {lts}.501 | INFO     | "
+               f"skyrl_train.fully_async_trainer:_train_loop:658 - Step {step}: effective_batch=64 samples")
+    return out
+
+
+def job_events(job: str, t: datetime, step: int, first: bool) -> list:
+    src = s.Source(cluster="bench", host="pod-trainer-0", stream="logs/pod_rank0.log", shipper="bench")
+    evs: list = []
+    if first:
+        evs.append(s.JobSpec(job_id=job, event_time=t,
+                             model=s.ModelSpec(name="Qwen3-8B", params_b=8.2, active_params_b=8.2, moe=False,
+                                               dtype="bfloat16"),
+                             hardware=s.HardwareSpec(gpu="H100-80GB-SXM", gpus_per_node=8, nodes=2),
+                             geometry=s.GeometrySpec(num_inference_engines=4, engine_tp=2, colocated=False,
+                                                     engine_pods=["pod-engine-0"], policy_pods=["pod-trainer-0"]),
+                             rollout=s.RolloutSpec(n_concurrent_trials=48, expected_episode_s=300.0),
+                             expected_step_s=120.0, max_retries=1, enforce_eager=False))
+    evs.append(s.JobStatePoll(job_id=job, event_time=t, state="running", pods=2, failure_count=0, preemption_count=0,
+                              attempt=0, max_retries=1, scheduler="kubernetes"))
+    evs.append(s.LogBatch(job_id=job, event_time=t, source=src, lines=log_lines(t, step)))
+    for host in ("pod-trainer-0", "pod-engine-0"):
+        evs.append(s.GpuPoll(job_id=job, event_time=t, source=src, host=host,
+                             gpus=[s.GpuReading(index=i, uuid=f"GPU-{host[-8:]}-{i}", util_pct=85.0, mem_used_mib=70000.0,
+                                                mem_total_mib=81559.0, power_w=550.0) for i in range(8)]))
+    evs.append(s.TrialEvent(job_id=job, event_time=t, phase="completed", trial_name=f"trial-{step}",
+                            task_name="fix-bug", session="train", reward=0.5, assistant_turns=10,
+                            started_at=t - timedelta(minutes=5), finished_at=t))
+    return evs
+
+
+async def produce(bootstrap: str, catalog: TopicCatalog, jobs: list[str], step: int, first: bool) -> int:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=20, max_batch_size=1 << 20,
+                                max_request_size=8 << 20)
+    await producer.start()
+    n = 0
+    try:
+        t = datetime.now(UTC)
+        for job in jobs:
+            for ev in job_events(job, t, step, first):
+                await producer.send(catalog.topic_for_kind(ev.kind), encode(ev), key=job_key(job))
+                n += 1
+        await producer.flush()
+    finally:
+        await producer.stop()
+    return n
+
+
+def scrape(port: int) -> tuple[float, dict[str, float], int]:
+    import urllib.request
+
+    t = time.perf_counter()
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
+            text = r.read().decode()
+    except OSError:
+        return 0.0, {}, 0
+    dt = time.perf_counter() - t
+    out: dict[str, float] = {}
+    series = 0
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            series += 1
+            k, _, v = line.rpartition(" ")
+            if not k.startswith("rlhealth_job_"):
+                out[k] = float(v)
+    return dt, out, series
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--jobs", type=int, default=2000)
+    ap.add_argument("--partitions", type=int, default=12)
+    ap.add_argument("--tick-secs", type=float, default=30.0)
+    ap.add_argument("--ticks", type=int, default=4)
+    ap.add_argument("--timeout", type=float, default=1800.0, help="give up waiting for the worker after this long")
+    args = ap.parse_args()
+    env = broker_env()
+    try:
+        return _bench(args, start_broker(env))
+    finally:
+        if env is not None:
+            subprocess.run([str(REPO / "scripts" / "kafka.sh"), "stop"], env=env, capture_output=True, timeout=120)
+
+
+def _bench(args: argparse.Namespace, bootstrap: str) -> int:
+    catalog = TopicCatalog(prefix=f"scale-{uuid.uuid4().hex[:8]}.", partitions=args.partitions)
+    ensure_topics(bootstrap, catalog)
+    jobs = [f"scale-{i:05d}" for i in range(args.jobs)]
+    t0 = time.perf_counter()
+    n = asyncio.run(produce(bootstrap, catalog, jobs, 1, True))
+    print(f"produced {n} events for {len(jobs)} jobs in {time.perf_counter() - t0:.1f}s "
+          f"(machine load {' '.join(f'{x:.2f}' for x in os.getloadavg())})", flush=True)
+    port = free_port()
+    log_path = REPO / ".kafka" / "scale-worker.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "wb") as worker_log:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "rlhealth", "worker", "--bootstrap", bootstrap, "--topic-prefix", catalog.prefix,
+             "--metrics-port", str(port), "--tick-secs", str(args.tick_secs), "--loglevel", "warning",
+             "--no-create-topics"],
+            env=dict(os.environ, RLHEALTH_PARTITIONS=str(args.partitions)), stdout=worker_log,
+            stderr=subprocess.STDOUT)
+    try:
+        t1 = time.monotonic()
+        while True:
+            if worker.poll() is not None:
+                raise SystemExit(f"worker exited {worker.returncode}; see {log_path}")
+            if time.monotonic() - t1 > args.timeout:
+                raise SystemExit("the worker did not judge every job in time")
+            _, m, _ = scrape(port)
+            if m.get("rlhealth_worker_caught_up") == 1.0 and m.get("rlhealth_jobs_owned", 0) >= len(jobs):
+                break
+            time.sleep(2)
+        print(f"worker holds {len(jobs)} jobs, caught up {time.monotonic() - t1:.0f}s after start", flush=True)
+        samples = []
+        for k in range(args.ticks):
+            start = time.monotonic()
+            asyncio.run(produce(bootstrap, catalog, jobs, 2 + k, False))  # keep every job live
+            time.sleep(max(0.0, args.tick_secs - (time.monotonic() - start)))
+            dt, m, series = scrape(port)
+            rss = rss_mb(worker.pid)
+            judge = m.get("rlhealth_judge_all_seconds", float("nan"))
+            samples.append((rss, judge, dt, series))
+            print(f"tick {k}: rss {rss:.0f} MB, judge all {judge:.2f}s of a {args.tick_secs:.0f}s tick, "
+                  f"scrape {dt:.2f}s, {series} series, jobs owned {m.get('rlhealth_jobs_owned', 0):.0f}, "
+                  f"load {os.getloadavg()[0]:.2f}", flush=True)
+        rss = max(x[0] for x in samples)
+        judge = max(x[1] for x in samples)
+        scr = max(x[2] for x in samples)
+        series = samples[-1][3]
+        print(f"RESULT jobs={len(jobs)} rss_mb={rss:.0f} judge_all_s={judge:.2f} tick_s={args.tick_secs:.0f} "
+              f"scrape_s={scr:.2f} series={series}")
+        return 0
+    finally:
+        if worker.poll() is None:
+            worker.send_signal(signal.SIGTERM)
+            try:
+                worker.wait(60)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+        try:
+            from rlhealth.sinks.kafka import admin_client
+
+            with admin_client(bootstrap, timeout_s=10) as admin:
+                admin.delete_topics([t for t in admin.list_topics() if t.startswith(catalog.prefix)],
+                                    raise_errors=False)
+        except Exception as exc:  # noqa: BLE001 - cleanup only
+            print(f"could not delete bench topics: {exc}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    sys.exit(main())
