@@ -42,13 +42,11 @@ import argparse
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -61,12 +59,18 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from scenario_support import check_expected, load_expected, scenario_dirs, shared_dir  # noqa: E402
 
+from bench._kafka_harness import broker_env as _broker_env  # noqa: E402
+from bench._kafka_harness import free_port, scrape, start_broker, stop_broker  # noqa: E402
 from rlhealth.agents.context import build_context  # noqa: E402
 from rlhealth.agents.core import HealthCore  # noqa: E402
 from rlhealth.embedded import probe  # noqa: E402
 from rlhealth.runtime import build_core  # noqa: E402
 from rlhealth.schemas import EventBase, Verdict  # noqa: E402
 from rlhealth.sources.capture import open_capture  # noqa: E402
+
+
+def broker_env() -> dict[str, str] | None:
+    return _broker_env("detect")
 
 FAULT_KINDS = frozenset({"death", "wedge", "oom", "nccl", "engine", "ray", "hardware", "infra"})
 GATES = ("A", "B", "C")
@@ -307,44 +311,9 @@ def run_embedded(core: HealthCore, case: Case, step_s: float, slice_s: float
 
 # ------------------------------------------------------------------------------------- streaming
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
-def scrape(port: int) -> dict[str, float]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
-            text = r.read().decode()
-    except OSError:
-        return {}
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            k, _, v = line.rpartition(" ")
-            out[k] = float(v)
-    return out
 
-
-def broker_env() -> dict[str, str] | None:
-    """scripts/kafka.sh's environment with the bench's own broker dir; None when $KAFKA_BOOTSTRAP is set."""
-    if os.environ.get("KAFKA_BOOTSTRAP", "").strip():
-        return None
-    return dict(os.environ, RLHEALTH_KAFKA_DIR=str(REPO / ".kafka" / "detect"), RLHEALTH_PYTHON=sys.executable)
-
-
-def start_broker(env: dict[str, str] | None) -> str:
-    if env is None:
-        return os.environ["KAFKA_BOOTSTRAP"].strip()
-    out = subprocess.run([str(REPO / "scripts" / "kafka.sh"), "start"], env=env, capture_output=True, text=True,
-                         timeout=600, check=True)
-    return out.stdout.strip().splitlines()[-1]
-
-
-def stop_broker(env: dict[str, str] | None) -> None:
-    if env is not None:
-        subprocess.run([str(REPO / "scripts" / "kafka.sh"), "stop"], env=env, capture_output=True, timeout=120)
 
 
 @dataclass

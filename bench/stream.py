@@ -29,12 +29,10 @@ import argparse
 import asyncio
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -45,9 +43,15 @@ sys.path.insert(0, str(REPO))
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: E402
 from aiokafka.structs import TopicPartition as AioTP  # noqa: E402
 
+from bench._kafka_harness import broker_env as _broker_env  # noqa: E402
+from bench._kafka_harness import free_port, scrape, start_broker  # noqa: E402
 from rlhealth.schemas import LogBatch, Source, decode_verdict, encode, job_key  # noqa: E402
 from rlhealth.schemas.topics import TopicCatalog  # noqa: E402
 from rlhealth.sinks.kafka import ensure_topics  # noqa: E402
+
+
+def broker_env() -> dict[str, str] | None:
+    return _broker_env("bench")
 
 LINES_PER_BATCH = 500
 FAULT = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.20 GiB is free."
@@ -103,39 +107,8 @@ def dense_lines(n: int) -> list[str]:
     return out[:n]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
-def scrape(port: int) -> dict[str, float]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
-            text = r.read().decode()
-    except OSError:
-        return {}
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            k, _, v = line.rpartition(" ")
-            out[k] = float(v)
-    return out
-
-
-def broker_env() -> dict[str, str] | None:
-    """The environment for scripts/kafka.sh with the bench's own broker dir; None with $KAFKA_BOOTSTRAP."""
-    if os.environ.get("KAFKA_BOOTSTRAP", "").strip():
-        return None
-    return dict(os.environ, RLHEALTH_KAFKA_DIR=str(REPO / ".kafka" / "bench"), RLHEALTH_PYTHON=sys.executable)
-
-
-def start_broker(env: dict[str, str] | None) -> str:
-    if env is None:
-        return os.environ["KAFKA_BOOTSTRAP"].strip()
-    out = subprocess.run([str(REPO / "scripts" / "kafka.sh"), "start"], env=env, capture_output=True, text=True,
-                         timeout=600, check=True)
-    return out.stdout.strip().splitlines()[-1]
 
 
 async def _produce_backlog(bootstrap: str, topic: str, templates: dict[int, list[bytes]], batches: int) -> None:

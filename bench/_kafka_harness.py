@@ -1,0 +1,54 @@
+"""What the Kafka benchmarks share: their own broker (scripts/kafka.sh, unless $KAFKA_BOOTSTRAP points
+at one), a free local port, and a /metrics scrape."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def scrape(port: int) -> dict[str, float]:
+    """A worker's /metrics as {series: value}; empty when it does not answer."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+            text = r.read().decode()
+    except OSError:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            k, _, v = line.rpartition(" ")
+            out[k] = float(v)
+    return out
+
+
+def broker_env(name: str) -> dict[str, str] | None:
+    """scripts/kafka.sh's environment with a broker dir of this bench's own; None with $KAFKA_BOOTSTRAP."""
+    if os.environ.get("KAFKA_BOOTSTRAP", "").strip():
+        return None
+    return dict(os.environ, RLHEALTH_KAFKA_DIR=str(REPO / ".kafka" / name), RLHEALTH_PYTHON=sys.executable)
+
+
+def start_broker(env: dict[str, str] | None) -> str:
+    if env is None:
+        return os.environ["KAFKA_BOOTSTRAP"].strip()
+    out = subprocess.run([str(REPO / "scripts" / "kafka.sh"), "start"], env=env, capture_output=True, text=True,
+                         timeout=600, check=True)
+    return out.stdout.strip().splitlines()[-1]
+
+
+def stop_broker(env: dict[str, str] | None) -> None:
+    if env is not None:
+        subprocess.run([str(REPO / "scripts" / "kafka.sh"), "stop"], env=env, capture_output=True, timeout=120)
