@@ -14,14 +14,21 @@ AGENTS = Path(__file__).resolve().parents[1] / "rlhealth" / "agents"
 
 def test_every_shipped_rule_signal_is_declared_and_consumed() -> None:
     rules = load_rules(use_env=False)
-    assert check_catalog(load_catalog(use_env=False), [(r.id, r.signal) for r in rules.rules]) == []
+    assert check_catalog(load_catalog(use_env=False), [(r.id, r.signal, r.gates) for r in rules.rules]) == []
 
 
 def test_check_reports_undeclared_signals_and_effects_nobody_consumes() -> None:
     cat = Catalog(signals={"x": SignalDecl("x", "engine", "fatal_log", "teleport", "x")})
-    problems = check_catalog(cat, [("pack.rule", "x"), ("pack.other", "missing")])
+    problems = check_catalog(cat, [("pack.rule", "x", None), ("pack.other", "missing", None)])
     assert any("missing" in p and "not declared" in p for p in problems)
     assert any("teleport" in p and "no consumer" in p for p in problems)
+
+
+def test_check_reports_a_rule_whose_gates_miss_the_consuming_gate() -> None:
+    cat = Catalog(signals={"h": SignalDecl("h", "trainer", "hang_log", "hang", "h")})
+    assert check_catalog(cat, [("pack.ok", "h", ("A",))]) == []
+    problems = check_catalog(cat, [("pack.bad", "h", ("C",))])
+    assert len(problems) == 1 and "pack.bad" in problems[0] and "'hang'" in problems[0]
 
 
 def test_each_consumed_effect_is_read_by_the_core() -> None:

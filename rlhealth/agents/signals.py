@@ -52,6 +52,16 @@ CONSUMERS: dict[str, str] = {
 }
 REQUIRED_KEYS = ("role", "family", "effect", "label")
 
+# The gates that consume each effect: a rule's own `gates` field must name at least one of them, so the
+# packs' documentation of where a line counts stays true to the core (benign lines may name none).
+EFFECT_GATES: dict[str, frozenset[str]] = {
+    "progress": frozenset("A"), "activity": frozenset("A"), "engine_stats": frozenset("B"),
+    "engine_pressure": frozenset("B"), "engine_up": frozenset("B"), "config": frozenset("B"),
+    "weight_sync": frozenset("B"), "death": frozenset("A"), "hang": frozenset("A"), "fallout": frozenset("A"),
+    "oom": frozenset("B"), "hardware": frozenset("B"), "infra": frozenset("AC"), "trial_summary": frozenset("C"),
+    "verifier": frozenset("C"), "benign": frozenset(),
+}
+
 
 @dataclass(frozen=True, slots=True)
 class SignalDecl:
@@ -115,12 +125,21 @@ def parse_signal_table(data: Mapping[str, object], source: str = "<memory>") -> 
     return out
 
 
-def check_catalog(catalog: Catalog, emitted: Iterable[tuple[str, str]]) -> list[str]:
-    """Problems: undeclared signals (rule id, signal), unknown role/family/effect, causes without steps."""
+def check_catalog(catalog: Catalog, emitted: Iterable[tuple[str, str, tuple[str, ...] | None]]) -> list[str]:
+    """Problems: undeclared signals, unknown role/family/effect, causes without steps, and rules whose
+    `gates` (None: not checked) name none of the gates that consume their signal's effect.
+
+    `emitted` holds (rule id, signal, rule gates) for every rule."""
     problems: list[str] = []
-    for rule_id, signal in emitted:
-        if signal not in catalog.signals:
+    for rule_id, signal, gates in emitted:
+        decl = catalog.signals.get(signal)
+        if decl is None:
             problems.append(f"{rule_id}: signal {signal!r} is not declared in signals.toml")
+            continue
+        wanted = EFFECT_GATES.get(decl.effect)
+        if gates is not None and wanted and not wanted & set(gates):
+            problems.append(f"{rule_id}: gates {list(gates)} name none of {sorted(wanted)}, where the core "
+                            f"consumes effect {decl.effect!r}")
     for d in catalog.signals.values():
         if d.role not in ROLES:
             problems.append(f"signal {d.name}: unknown role {d.role!r}")

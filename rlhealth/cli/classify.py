@@ -296,7 +296,7 @@ def check(dirs: tuple[Path, ...], only: bool) -> None:
     except (ValueError, OSError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
-    problems = check_rules(rs) + check_catalog(catalog, [(r.id, r.signal) for r in rs.rules])
+    problems = check_rules(rs) + check_catalog(catalog, [(r.id, r.signal, r.gates) for r in rs.rules])
     for p in problems:
         click.echo(p)
     n_ex = sum(len(r.match) + len(r.no_match) for r in rs.rules)
