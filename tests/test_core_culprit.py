@@ -32,7 +32,7 @@ def test_lowest_last_completed_collective_names_the_straggler_rank(core) -> None
         job.log(95, [_watchdog(95, rank, completed)], stream=f"logs/rank{rank}.log")
     v = job.judge(120)
     assert (v.verdict, v.job_status) == ("KILL", "WEDGED")
-    assert "rank 2" in v.reasoning and "lowest last-completed" in v.reasoning
+    assert v.culprit is not None and (v.culprit.component, v.culprit.why) == ("rank 2", ["straggler_rank"])
 
 
 def test_equal_progress_on_every_rank_names_no_straggler(core) -> None:
@@ -40,7 +40,7 @@ def test_equal_progress_on_every_rank_names_no_straggler(core) -> None:
     for rank in range(4):
         job.log(95, [_watchdog(95, rank, 1579)], stream=f"logs/rank{rank}.log")
     v = job.judge(120)
-    assert v.job_status == "WEDGED" and "lowest last-completed" not in v.reasoning
+    assert v.job_status == "WEDGED" and v.culprit is not None and "straggler_rank" not in v.culprit.why
 
 
 def test_the_one_rank_silent_while_the_others_time_out_is_named(core) -> None:
@@ -51,7 +51,7 @@ def test_the_one_rank_silent_while_the_others_time_out_is_named(core) -> None:
         job.log(95, [_watchdog(95, rank, 1579)], stream=f"logs/rank{rank}.log")
     v = job.judge(120)
     assert v.job_status == "WEDGED"
-    assert "logs/rank3.log" in v.reasoning and "silent while the others" in v.reasoning
+    assert v.culprit is not None and (v.culprit.component, v.culprit.why) == ("logs/rank3.log", ["silent_rank"])
 
 
 def test_the_traceback_unlike_the_rest_is_the_root_cause(core) -> None:
@@ -66,7 +66,8 @@ def test_the_traceback_unlike_the_rest_is_the_root_cause(core) -> None:
                  "RuntimeError: CUDA error: an illegal memory access was encountered"], stream="logs/rank3.log")
     v = job.judge(60)
     assert v.job_status == "TERMINAL"
-    assert "illegal memory access" in v.reasoning and "DistStoreError" not in v.reasoning.split("Root cause:")[1][:120]
+    assert v.culprit is not None and v.culprit.why == ["causal_exception"] and v.culprit.component == "logs/rank3.log"
+    assert "illegal memory access" in v.reasoning.split("Root cause:")[1][:120]
 
 
 def test_a_side_process_dying_at_the_end_of_its_log_is_not_a_wedge_while_training_steps(core) -> None:

@@ -14,7 +14,7 @@ from rlhealth.agents import roles
 from rlhealth.agents.context import Context
 from rlhealth.agents.failures import TRANSIENT_CLASSES, failure_class_of
 from rlhealth.agents.gate_resources import collective_spin, spin_evidence
-from rlhealth.agents.reasons import Code, Culprit, GateResult, RestartResult
+from rlhealth.agents.reasons import Code, Culprit, GateResult, RestartResult, Why
 from rlhealth.agents.render import age
 from rlhealth.agents.rootcause import culprit_for, root_cause
 from rlhealth.agents.state import Ev, SignalStat
@@ -68,7 +68,7 @@ def gate_a(ctx: Context, restarts: RestartResult) -> GateResult:
             g.watch.append(("retry_or_silence", {"transient": waiting_on_retry, "after_s": t.fatal_silence_s}))
         g.evidence.append(Ev(tb.ts, tb.stream, tb.text, "traceback"))
         g.cause, g.cause_detail = tb.failure_class, f"{tb.exc_type}: {tb.message}"
-        g.culprit = Culprit(tb.role, tb.stream, why="fatal traceback")
+        g.culprit = Culprit(tb.role, tb.stream, why=[Why.FATAL_TRACEBACK])
         return g
 
     if sc.state == "pending":
@@ -203,7 +203,7 @@ def _wedged(ctx: Context, g: GateResult, hang: list[tuple[str, SignalStat]],
     else:
         g.cause = "collective_spin"
         g.culprit = Culprit(roles.TRAINER, ", ".join(spin["hosts"][:2]) if spin else "", None,
-                            "GPUs spinning at idle power")
+                            [Why.GPUS_SPINNING])
     return g
 
 

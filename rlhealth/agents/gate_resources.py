@@ -12,7 +12,7 @@ import statistics
 
 from rlhealth.agents import roles
 from rlhealth.agents.context import Context, EngineBucket
-from rlhealth.agents.reasons import Code, Culprit, GateResult
+from rlhealth.agents.reasons import Code, Culprit, GateResult, Why
 from rlhealth.agents.rootcause import causal_traceback, culprit_for, hardware_node
 from rlhealth.agents.state import Ev, JobHealth
 
@@ -84,7 +84,7 @@ def gate_b(ctx: Context, a: GateResult) -> GateResult:
         g.evidence.extend(spin_evidence(ctx, spin))
         g.cause = "collective_spin"
         g.culprit = Culprit(roles.TRAINER, ", ".join(spin["hosts"][:2]), spin["hosts"][0],
-                            "GPUs spinning at idle power")
+                            [Why.GPUS_SPINNING])
         return g
 
     dead = _engine_dead(ctx)
@@ -128,7 +128,7 @@ def _hardware(ctx: Context, g: GateResult) -> bool:
         st = state.streams.get(lines[0][1].stream)
         host = (st.host if st else None) or lines[0][1].stream
     g.facts.update(labels=labels, node=host)
-    g.culprit = Culprit("node", host or "", host, "GPU hardware fault")
+    g.culprit = Culprit("node", host or "", host, [Why.GPU_HARDWARE])
     # A fault the job trained through (steps after it, no GPU missing from the polls) is a node to
     # drain when the run allows, not evidence that this run is dead.
     hw_ts = max([s.last_ts or 0.0 for _, s in lines] + [x[0] for x in state.xids if node and x[2] == node[1]],
@@ -272,7 +272,7 @@ def _engines(ctx: Context, g: GateResult, eager: bool | None) -> GateResult:
         g.evidence.extend(ev for _, ev in idle)
         for _, stat in ctx.signals("engine_up")[:1]:
             g.evidence.extend(stat.evidence[:1])  # the engines did announce themselves ready
-        g.culprit = Culprit(roles.ENGINE, idle[0][0], idle[0][0], "engine GPUs resident at 0 % with no stats")
+        g.culprit = Culprit(roles.ENGINE, idle[0][0], idle[0][0], [Why.RESIDENT_IDLE])
         return g
     silent_for = now - ctx.latest_engine_ts if ctx.latest_engine_ts is not None else 0.0
     if silent_for > t.engine_quiet_s or all(p[2] == 0 and p[3] == 0 and p[1] == 0 for p in per):

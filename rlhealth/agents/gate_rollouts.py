@@ -11,7 +11,7 @@ import statistics
 
 from rlhealth.agents.context import Context
 from rlhealth.agents.failures import INFRA_EXCEPTIONS, VERIFIER_EXCEPTIONS
-from rlhealth.agents.reasons import Code, Culprit, GateResult
+from rlhealth.agents.reasons import Code, Culprit, GateResult, Why
 from rlhealth.agents.state import Ev
 
 
@@ -80,7 +80,7 @@ def gate_c(ctx: Context) -> GateResult:
         batch = state.signals.get("batch_complete")
         if batch:
             g.evidence.extend(batch.evidence[-1:])
-        g.culprit = Culprit("sandbox", top, None, "every finished trial failed before the agent ran")
+        g.culprit = Culprit("sandbox", top, None, [Why.TRIALS_INFRA])
         return g
 
     if trials.nonzero_rewards == 0 and trials.completed >= t.zero_reward_min_trials:
@@ -91,7 +91,7 @@ def gate_c(ctx: Context) -> GateResult:
             g.add(Code.ALL_ZERO, "trial_outcomes", completed=trials.completed)
             g.add(Code.INCOHERENT_OUTPUT, "agent_output", reasons=dict(trials.incoherent_reasons))
             g.evidence.extend(trials.incoherent_examples[:3])
-            g.culprit = Culprit("engine", "served policy", None, "incoherent generations")
+            g.culprit = Culprit("engine", "served policy", None, [Why.INCOHERENT])
             return g
         if verifier_n / trials.completed >= t.verifier_share_ratio:
             g.status, g.code, g.cause = "FAIL", Code.VERIFIER, "verifier"
@@ -106,7 +106,7 @@ def gate_c(ctx: Context) -> GateResult:
                 g.add(Code.VERIFIER_ERRORS, "agent_output", n=verifier_n)
             g.facts["n"] = verifier_n
             g.evidence.append(trials.exc_examples[max(verifier, key=lambda k: verifier[k])])
-            g.culprit = Culprit("verifier", max(verifier, key=lambda k: verifier[k]), None, "verifier never scores")
+            g.culprit = Culprit("verifier", max(verifier, key=lambda k: verifier[k]), None, [Why.VERIFIER])
             return g
         if avg_turns is not None and avg_turns <= t.broken_loop_turns and len(turns) >= t.zero_reward_min_trials:
             g.status, g.code, g.cause = "FAIL", Code.BROKEN_LOOP, "broken_loop"

@@ -564,11 +564,9 @@ def _python_exception(state: JobHealth, m: LineMatch, role: str, ts: float | Non
         wrapper = prev.consequence or "RayTaskError" in prev.exc_type or prev.failure_class in ("RayTaskError", "other")
         if wrapper and not rec.consequence:
             rec.fatal = rec.fatal or prev.fatal
-            rec.outer = (prev.outer + " > " if prev.outer else "") + prev.exc_type.rsplit(".", 1)[-1]
             tbs[-1] = rec
         else:
             prev.fatal = prev.fatal or rec.fatal
-            prev.outer = ((prev.outer + " > ") if prev.outer else "") + short
     else:
         push_capped(tbs, rec, MAX_TRACEBACKS)
     note_signal(state, "python_exception", ev, attempt, role)

@@ -105,6 +105,23 @@ class Reason:
     facts: dict[str, Any] = field(default_factory=dict)
 
 
+class Why(StrEnum):
+    """Why the evidence points at a culprit (rendered in render.CULPRIT_WHY)."""
+
+    FATAL_TRACEBACK = "fatal_traceback"
+    CAUSAL_EXCEPTION = "causal_exception"
+    LOGGED_SIGNATURE = "logged_signature"
+    STRAGGLER_RANK = "straggler_rank"  # lowest last-completed NCCL collective
+    SILENT_RANK = "silent_rank"  # quiet while the other ranks timed out
+    HARDWARE_XID = "hardware_xid"  # its kernel logged a hardware-blamed Xid
+    GPU_HARDWARE = "gpu_hardware"
+    GPUS_SPINNING = "gpus_spinning"
+    RESIDENT_IDLE = "resident_idle"
+    TRIALS_INFRA = "trials_infra"
+    INCOHERENT = "incoherent"
+    VERIFIER = "verifier"
+
+
 @dataclass(slots=True)
 class Culprit:
     """The component and place the evidence points at."""
@@ -112,7 +129,8 @@ class Culprit:
     role: str
     component: str = ""  # e.g. "EngineCore_DP1", "rank 3", "sglang server", the stream
     node: str | None = None
-    why: str = ""
+    why: list[Why] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)  # e.g. the straggler's seq, the Xid code
 
 
 @dataclass

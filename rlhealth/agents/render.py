@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from rlhealth.agents.reasons import Code, GateResult, Reason, RestartResult
+from rlhealth.agents.reasons import Code, Culprit, GateResult, Reason, RestartResult, Why
 
 
 def age(seconds: float | None) -> str:
@@ -83,7 +83,27 @@ def _culprit(g: GateResult) -> str:
     if c is None or not c.component:
         return ""
     node = f" on node {c.node}" if c.node and c.node != c.component else ""
-    return f" Likely culprit: {c.role} {c.component}{node} ({c.why})."
+    return f" Likely culprit: {c.role} {c.component}{node} ({culprit_why(c)})."
+
+
+CULPRIT_WHY: dict[Why, Any] = {
+    Why.FATAL_TRACEBACK: lambda f: "fatal traceback",
+    Why.CAUSAL_EXCEPTION: lambda f: "causal exception",
+    Why.LOGGED_SIGNATURE: lambda f: "logged the signature",
+    Why.STRAGGLER_RANK: lambda f: f"lowest last-completed NCCL collective ({f['seq']}) while other ranks got further",
+    Why.SILENT_RANK: lambda f: "the one rank silent while the others timed out waiting on it",
+    Why.HARDWARE_XID: lambda f: f"kernel logged Xid {f['xid']} there",
+    Why.GPU_HARDWARE: lambda f: "GPU hardware fault",
+    Why.GPUS_SPINNING: lambda f: "GPUs spinning at idle power",
+    Why.RESIDENT_IDLE: lambda f: "engine GPUs resident at 0 % with no stats",
+    Why.TRIALS_INFRA: lambda f: "every finished trial failed before the agent ran",
+    Why.INCOHERENT: lambda f: "incoherent generations",
+    Why.VERIFIER: lambda f: "verifier never scores",
+}
+
+
+def culprit_why(c: Culprit) -> str:
+    return "; ".join(CULPRIT_WHY[w](c.facts) for w in c.why)
 
 
 _SLOW = {

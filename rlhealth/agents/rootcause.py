@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from rlhealth.agents import roles
 from rlhealth.agents.context import Context
-from rlhealth.agents.reasons import Culprit
+from rlhealth.agents.reasons import Culprit, Why
 from rlhealth.agents.signals import SignalDecl
 from rlhealth.agents.state import Ev, SignalStat, TracebackRec
 
@@ -72,7 +72,7 @@ def root_cause(ctx: Context) -> RootCause:
         rc.tb = tb
         rc.text = f"{tb.exc_type}: {tb.message}"
         rc.evidence.append(Ev(tb.ts, tb.stream, tb.text, "traceback"))
-        rc.culprit = Culprit(tb.role, _component(tb.stream, tb.text), _node(ctx, tb.stream), "causal exception")
+        rc.culprit = Culprit(tb.role, _component(tb.stream, tb.text), _node(ctx, tb.stream), [Why.CAUSAL_EXCEPTION])
     errors = [a for a in state.sched.attempts if a[4]]
     if errors:
         last = errors[-1]
@@ -100,20 +100,21 @@ def culprit_for(ctx: Context, stat: SignalStat, decl: SignalDecl | None) -> Culp
     """Who logged it, refined by the straggler rank and a hardware Xid node when the evidence has them."""
     role = stat.role if stat.role and stat.role != roles.OTHER else (decl.role if decl else roles.OTHER)
     text = stat.evidence[-1].text if stat.evidence else ""
-    culprit = Culprit(role, _component(stat.stream, text), _node(ctx, stat.stream), "logged the signature")
+    culprit = Culprit(role, _component(stat.stream, text), _node(ctx, stat.stream), [Why.LOGGED_SIGNATURE])
     ranks = ctx.state.rank_last_completed
     if len(ranks) >= 2 and len({v for v, _ in ranks.values()}) > 1:
         rank, (seq, _) = min(ranks.items(), key=lambda kv: (kv[1][0], kv[0]))
         culprit.component = f"rank {rank}"
-        culprit.why = f"lowest last-completed NCCL collective ({seq}) while other ranks got further"
+        culprit.why, culprit.facts["seq"] = [Why.STRAGGLER_RANK], seq
     silent = silent_rank(ctx)
-    if silent is not None and culprit.why.startswith("logged"):
+    if silent is not None and culprit.why == [Why.LOGGED_SIGNATURE]:
         culprit.component, culprit.node = silent, _node(ctx, silent)
-        culprit.why = "the one rank silent while the others timed out waiting on it"
+        culprit.why = [Why.SILENT_RANK]
     node = hardware_node(ctx)
     if node is not None:
         culprit.node = node[0]
-        culprit.why = (culprit.why + "; " if culprit.why else "") + f"kernel logged Xid {node[1]} there"
+        culprit.why.append(Why.HARDWARE_XID)
+        culprit.facts["xid"] = node[1]
     return culprit
 
 

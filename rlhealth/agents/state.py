@@ -57,7 +57,6 @@ class SignalStat(msgspec.Struct):
     attempts: list[int] = msgspec.field(default_factory=list)  # attempts it was seen in
     role: str = ""  # role of the process that logged the latest occurrence
     stream: str = ""  # stream of the latest occurrence (its silence afterwards is the failing tail)
-    fields: dict[str, str] = msgspec.field(default_factory=dict)  # a few extracted text fields of the latest
 
 
 class StreamState(msgspec.Struct):
@@ -105,7 +104,6 @@ class TracebackRec(msgspec.Struct):
     role: str
     text: str
     fatal: bool = False
-    outer: str = ""  # exception types raised on top of this one (chained), outermost last
     consequence: bool = False  # a type or message that points at a cause elsewhere ("see stack trace above")
 
 

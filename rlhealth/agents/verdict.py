@@ -15,7 +15,7 @@ from rlhealth.agents.context import Context
 from rlhealth.agents.failures import failure_class_of
 from rlhealth.agents.reasons import Code, GateResult, Reason, RestartResult
 from rlhealth.agents.state import Ev
-from rlhealth.schemas import Evidence, EvidenceRef, Gate, Gates, Restarts, Verdict
+from rlhealth.schemas import CulpritRef, Evidence, EvidenceRef, Gate, Gates, Restarts, Verdict
 
 MIN_KILL_FAMILIES = 2
 
@@ -144,7 +144,8 @@ def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: Restart
                            None)
             if culprit is not None and culprit.component:
                 node = f" on node {culprit.node}" if culprit.node and culprit.node != culprit.component else ""
-                reasoning += f" Failing component: {culprit.role} {culprit.component}{node} ({culprit.why})."
+                why = render.culprit_why(culprit)
+                reasoning += f" Failing component: {culprit.role} {culprit.component}{node} ({why})."
             root = _causal_text(ctx, primary)
             if root:
                 reasoning += f" Root cause: {root}."
@@ -181,7 +182,13 @@ def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: Restart
                 next_steps.insert(1, render.watch_text("second_family", {"family": fam}))
             if not next_steps:
                 next_steps.append("Re-probe next sweep.")
+    pointed = a.culprit if a.job_status == "TERMINAL" else next(
+        (g.culprit for g in (a, b, c) if g.status == "FAIL" and g.culprit is not None), None)
+    culprit_ref = None if pointed is None or not pointed.component else CulpritRef(
+        role=pointed.role, component=pointed.component[:200], node=pointed.node,
+        why=[str(w) for w in pointed.why][:8])
     return Verdict(
+        culprit=culprit_ref,
         job_id=job_id,
         verdict=verdict,
         confidence=confidence,

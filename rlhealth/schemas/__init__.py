@@ -22,6 +22,7 @@ from rlhealth.schemas.events import (
     TrialEvent,
 )
 from rlhealth.schemas.verdict import (
+    CulpritRef,
     Evidence,
     EvidenceRef,
     Gate,
@@ -35,6 +36,7 @@ from rlhealth.schemas.verdict import (
 __all__ = [
     "AttemptRecord",
     "ComputeApp",
+    "CulpritRef",
     "DeadLetter",
     "EVENT_MODELS",
     "Event",

@@ -44,6 +44,15 @@ class Gate(Model):
     evidence: list[Evidence] = Field(default_factory=list, max_length=20)
 
 
+class CulpritRef(Model):
+    """The component and node the evidence points at, and why (typed codes, e.g. straggler_rank)."""
+
+    role: str
+    component: str = ""
+    node: str | None = None
+    why: list[str] = Field(default_factory=list, max_length=8)
+
+
 class Gates(Model):
     A: Gate = Field(default_factory=Gate, description="liveness")
     B: Gate = Field(default_factory=Gate, description="resources")
@@ -82,6 +91,7 @@ class Verdict(Model):
     rule_packs: dict[str, str] = Field(default_factory=dict, description="rule pack id -> version")
     seq: int = Field(default=0, ge=0, description="per-job sequence number; consumers drop seq <= last seen")
     headline: str = Field(default="", description="model, geometry and stage in one line")
+    culprit: CulpritRef | None = Field(default=None, description="the failing component, when the evidence names one")
     captured: str | None = Field(default=None, description="capture directory or stream the verdict was judged from")
     event_time: UtcDatetime | None = Field(default=None,
                                            description="newest event time folded into the state this verdict judges")
