@@ -52,3 +52,22 @@ def start_broker(env: dict[str, str] | None) -> str:
 def stop_broker(env: dict[str, str] | None) -> None:
     if env is not None:
         subprocess.run([str(REPO / "scripts" / "kafka.sh"), "stop"], env=env, capture_output=True, timeout=120)
+
+
+def stop_worker_and_topics(worker: subprocess.Popen, bootstrap: str, prefix: str) -> None:
+    """Cleanup of a bench run: SIGTERM the worker (kill after 60 s), delete the bench's topics."""
+    import signal
+
+    if worker.poll() is None:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(60)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+    try:
+        from rlhealth.sinks.kafka import admin_client
+
+        with admin_client(bootstrap, timeout_s=10) as admin:
+            admin.delete_topics([t for t in admin.list_topics() if t.startswith(prefix)], raise_errors=False)
+    except Exception as exc:  # noqa: BLE001 - cleanup only
+        print(f"could not delete bench topics: {exc}", file=sys.stderr)

@@ -40,6 +40,7 @@ sys.path.insert(0, str(REPO / "bench"))
 from aiokafka import AIOKafkaProducer  # noqa: E402
 from stream import broker_env, free_port, start_broker  # noqa: E402
 
+from bench._kafka_harness import stop_worker_and_topics  # noqa: E402
 from rlhealth import schemas as s  # noqa: E402
 from rlhealth.schemas import encode, job_key  # noqa: E402
 from rlhealth.schemas.topics import TopicCatalog  # noqa: E402
@@ -203,20 +204,7 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
               f"scrape_s={scr:.2f} series={series}")
         return 0
     finally:
-        if worker.poll() is None:
-            worker.send_signal(signal.SIGTERM)
-            try:
-                worker.wait(60)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-        try:
-            from rlhealth.sinks.kafka import admin_client
-
-            with admin_client(bootstrap, timeout_s=10) as admin:
-                admin.delete_topics([t for t in admin.list_topics() if t.startswith(catalog.prefix)],
-                                    raise_errors=False)
-        except Exception as exc:  # noqa: BLE001 - cleanup only
-            print(f"could not delete bench topics: {exc}", file=sys.stderr)
+        stop_worker_and_topics(worker, bootstrap, catalog.prefix)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: E402
 from aiokafka.structs import TopicPartition as AioTP  # noqa: E402
 
 from bench._kafka_harness import broker_env as _broker_env  # noqa: E402
-from bench._kafka_harness import free_port, scrape, start_broker  # noqa: E402
+from bench._kafka_harness import free_port, scrape, start_broker, stop_worker_and_topics  # noqa: E402
 from rlhealth.schemas import LogBatch, Source, decode_verdict, encode, job_key  # noqa: E402
 from rlhealth.schemas.topics import TopicCatalog  # noqa: E402
 from rlhealth.sinks.kafka import ensure_topics  # noqa: E402
@@ -298,20 +298,7 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
               f"background_lines_per_s={load_lines:.0f}")
         return 0
     finally:
-        if worker.poll() is None:
-            worker.send_signal(signal.SIGTERM)
-            try:
-                worker.wait(60)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-        try:
-            from rlhealth.sinks.kafka import admin_client
-
-            with admin_client(bootstrap, timeout_s=10) as admin:
-                admin.delete_topics([t for t in admin.list_topics() if t.startswith(catalog.prefix)],
-                                    raise_errors=False)
-        except Exception as exc:  # noqa: BLE001 - cleanup only
-            print(f"could not delete bench topics: {exc}", file=sys.stderr)
+        stop_worker_and_topics(worker, bootstrap, catalog.prefix)
 
 
 def _bench_flood(args: argparse.Namespace, bootstrap: str, catalog: TopicCatalog, port: int,

@@ -10,6 +10,8 @@ from typing import Any
 
 import click
 
+from rlhealth.cli.options import parse_rfc3339
+
 db_option = click.option("--db", "db", required=True, envvar="RLHEALTH_DB", show_envvar=True,
                          type=click.Path(path_type=Path, dir_okay=False),
                          help="The evidence file (read-only; its <file>.snapshot while a writer holds it).")
@@ -17,14 +19,6 @@ fmt_option = click.option("--format", "fmt", type=click.Choice(["table", "json",
                           show_default=True)
 
 
-def _time(value: str | None) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise click.BadParameter(f"not an RFC 3339 time: {value}") from exc
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
 since_option = click.option("--since", metavar="RFC3339", help="Window start (inclusive).")
@@ -86,7 +80,7 @@ def timeline(job: str, db: Path, since: str | None, until: str | None, limit: in
     """A job's findings and verdicts between two times, in time order."""
     from rlhealth.sinks import forensics
 
-    _emit(_ask(forensics.timeline, db, job, _time(since), _time(until), limit), fmt)
+    _emit(_ask(forensics.timeline, db, job, parse_rfc3339(since), parse_rfc3339(until), limit), fmt)
 
 
 @evidence.command()
@@ -112,7 +106,7 @@ def signals(rule_glob: str, db: Path, since: str | None, until: str | None, limi
     """Every job that hit a rule matching RULE_GLOB (e.g. 'nccl.*') in a window; top signals first."""
     from rlhealth.sinks import forensics
 
-    _emit(_ask(forensics.signal_hits, db, rule_glob, _time(since), _time(until), limit), fmt)
+    _emit(_ask(forensics.signal_hits, db, rule_glob, parse_rfc3339(since), parse_rfc3339(until), limit), fmt)
 
 
 @evidence.command()
@@ -138,7 +132,7 @@ def jobs(db: Path, since: str | None, until: str | None, verdict: str | None, ga
     """Jobs by their newest verdict in a window, filtered by verdict and gate status."""
     from rlhealth.sinks import forensics
 
-    _emit(_ask(forensics.jobs, db, _time(since), _time(until), verdict, gate), fmt)
+    _emit(_ask(forensics.jobs, db, parse_rfc3339(since), parse_rfc3339(until), verdict, gate), fmt)
 
 
 @evidence.command("sql")

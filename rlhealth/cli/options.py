@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -10,6 +11,17 @@ import click
 BOOTSTRAP_ENV = "RLHEALTH_KAFKA_BOOTSTRAP"
 CONNECT_TIMEOUT_ENV = "RLHEALTH_KAFKA_CONNECT_TIMEOUT"
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
+
+
+def parse_rfc3339(value: str | None) -> datetime | None:
+    """An RFC 3339 time option (a trailing Z allowed; no zone means UTC), or None."""
+    if value is None:
+        return None
+    try:
+        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise click.BadParameter(f"not an RFC 3339 time: {value}") from exc
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
 def wait_reachable(servers: str, timeout_s: float) -> str | None:

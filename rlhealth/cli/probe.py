@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 import click
+
+from rlhealth.cli.options import parse_rfc3339
 
 EXIT_NO_KILL = 0
 EXIT_KILL = 10
@@ -61,14 +62,6 @@ class ProbeProgress:
         self.bar.stop()
 
 
-def _parse_now(value: str | None) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise click.BadParameter(f"not an RFC 3339 time: {value}") from exc
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
 @click.command(epilog="Exit codes: 0 NO-KILL, 10 KILL, 2 usage error or unreadable capture.\n\n"
@@ -97,7 +90,7 @@ def probe(capture: Path, now_text: str | None, fmt: str, db: Path | None, rules_
     from rlhealth.schemas import render_text
     from rlhealth.sources.capture import CaptureError
 
-    now = _parse_now(now_text)
+    now = parse_rfc3339(now_text)
     if not capture.is_dir():
         click.echo(f"rlhealth probe: {capture}: not a directory", err=True)
         sys.exit(EXIT_USAGE)
