@@ -65,6 +65,16 @@ def test_kill_to_no_kill_needs_the_no_kill_to_hold() -> None:
     assert held.reasoning == "KILL at 0"  # the published call's own reasoning
 
 
+def test_a_job_that_ended_is_published_at_once_not_held_under_a_kill() -> None:
+    book: Stability | None = None
+    _, book = stabilize(book, v(0, "KILL"))
+    held, book = stabilize(book, v(60, "NO-KILL"))
+    assert held.verdict == "KILL" and held.held is not None  # still running: the change is held
+    ended = v(120, "NO-KILL").model_copy(update={"job_status": "TERMINAL"})
+    shown, _ = stabilize(book, ended)
+    assert shown.verdict == "NO-KILL" and shown.job_status == "TERMINAL" and shown.held is None
+
+
 def test_escalate_flapping_is_not_published() -> None:
     # the case: True/False/True ten minutes apart while the verdict holds
     steps = [(600 * i, "NO-KILL", i % 2 == 0) for i in range(8)]

@@ -15,6 +15,8 @@ Hysteresis (docs/verdicts.md):
   with fresh times and `held` naming the pending change; a judgement that returns to the published
   call cancels it.
 * The first verdict of a job is published as it is, and so is a judgement earlier than the last.
+* A judgement of a job that has ended (`job_status` TERMINAL) is published at once: there is
+  nothing left to kill, and a held KILL would ask a person to act on a job that is gone.
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ def stabilize(book: Stability | None, raw: Verdict) -> tuple[Verdict, Stability]
     if shown is None or now < shown.produced_at:  # first verdict, or time went backwards: start afresh
         return raw, Stability(shown=raw)
     old, new = call_of(shown), call_of(raw)
-    hold = hold_for(old, new)
+    hold = 0.0 if raw.job_status == "TERMINAL" else hold_for(old, new)
     if hold <= 0:
         return raw, Stability(shown=raw)
     since = book.pending_since if book.pending_call == new and book.pending_since is not None else now
