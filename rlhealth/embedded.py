@@ -15,12 +15,12 @@ import traceback
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 
 from rlhealth.agents.core import HealthCore
-from rlhealth.agents.findings import Finding
+from rlhealth.agents.findings import Finding, JobMetrics
 from rlhealth.agents.normalize import parse_memo, remember_parse
 from rlhealth.agents.signatures import Classifier, LineMatch
 from rlhealth.agents.stability import Stability, stabilize
@@ -119,6 +119,67 @@ def probe(capture_dir: Path, core: HealthCore, now: datetime | None = None,
     verdict = verdict.model_copy(update={"captured": str(capture_dir)})
     return ProbeResult(verdict, state, n_events, n_findings, list(cap.problems), time.perf_counter() - t0)
 
+
+
+@dataclass
+class History:
+    """A capture judged along the way (`judge_along`): `verdicts` are the judgements whose key facts
+    changed, through the hysteresis as `watch` prints them; `metrics` one point per judgement."""
+
+    verdicts: list[Verdict]
+    metrics: list[JobMetrics]
+
+
+HISTORY_POINTS = 240
+HISTORY_MIN_STEP_S = 30.0
+# A batch is folded in at its last line's time, so a batch spanning an hour of a quiet log would show up
+# all at once at its end: small batches keep each line near its own time in the history.
+HISTORY_BATCH_LINES = 20
+
+
+def judge_along(capture_dir: Path, core: HealthCore, now: datetime | None = None, *,
+                points: int = HISTORY_POINTS, seq: int | None = None,
+                batch_lines: int = HISTORY_BATCH_LINES,
+                progress: Callable[[EventBase], None] | None = None) -> History:
+    """The history before a probe's verdict: one pass over the capture in event-time order that judges
+    the state so far at up to `points` evenly spaced times between its first event and `now` (default
+    captured_at; at least `HISTORY_MIN_STEP_S` apart; `now` itself excluded: that is `probe`'s verdict).
+    Sequence numbers count up from `seq` + 1 (default `run_seq_base()`), at most `points` of them."""
+    from rlhealth.sources.capture import open_capture
+
+    cap = open_capture(Path(capture_dir), batch_lines=batch_lines, prefilter=core.classifier, prefilter_now=now)
+    when = now or cap.info.captured_at
+    base = run_seq_base() if seq is None else seq
+    state = core.new_state(cap.info.job_id)
+    out = History([], [])
+    book: Stability | None = None
+    grid: deque[datetime] = deque()
+    started = False
+
+    def judge(at: datetime) -> None:
+        nonlocal book
+        raw = core.judge(state, at, seq=base + len(out.verdicts) + 1)
+        raw = apply_source_notes(raw, _notes(cap.problems)).model_copy(update={"captured": str(capture_dir)})
+        shown, book = stabilize(book, raw)
+        out.metrics.append(core.metrics(state, at, shown))
+        if key_facts_changed(out.verdicts[-1] if out.verdicts else None, shown):
+            out.verdicts.append(shown)
+
+    for event in _until(cap.events(), when):
+        t = event.event_time  # type: ignore[attr-defined]
+        if not started and event.kind != "job_spec":
+            started = True
+            step = max(HISTORY_MIN_STEP_S, (when - t).total_seconds() / max(1, points))
+            grid.extend(t + timedelta(seconds=step * k) for k in range(1, points + 1)
+                        if t + timedelta(seconds=step * k) < when)
+        while grid and grid[0] < t:
+            judge(grid.popleft())
+        state, _ = core.step(state, event, when)
+        if progress is not None:
+            progress(event)
+    while grid:
+        judge(grid.popleft())
+    return out
 
 # -- optional parallel log reading for `probe` ------------------------------------------------------
 #

@@ -125,7 +125,12 @@ class HealthCore:
             trainer_last_step=state.trainer.last_step,
             at=now,
             gpu_util_mean=_gpu_util_mean(state),
+            engines={eid: tuple((s[0], s[1], s[3], s[4]) for s in w[-ENGINE_BUCKETS_IN_METRICS:])
+                     for eid, w in ctx.engines_recent.items()},
         )
+
+
+ENGINE_BUCKETS_IN_METRICS = 5  # ~5 minutes of each engine's stats per metric point
 
 
 # The supervisor's kill per scheduler, as text for the person on call: rlhealth never runs it.

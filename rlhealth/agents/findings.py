@@ -49,3 +49,7 @@ class JobMetrics:
     trainer_last_step: int | None = None
     at: datetime | None = None  # the judging time these values are as of
     gpu_util_mean: float | None = None  # mean utilisation (%) over every GPU's latest poll
+    # engine id -> its newest ~1-minute stats buckets (start time, generation tok/s, running, waiting), dated
+    # by the lines, so a silent engine's series stops instead of repeating its last value; a few buckets
+    # per point so points a few minutes apart still give every bucket
+    engines: dict[str, tuple[tuple[float, float, float, float], ...]] = field(default_factory=dict)

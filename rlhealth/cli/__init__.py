@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "topics": "rlhealth.cli.topics:topics",
     "ship": "rlhealth.cli.ship:ship",
     "evidence": "rlhealth.cli.evidence:evidence",
+    "report": "rlhealth.cli.report:report",
 }
 
 HELP = {
@@ -39,6 +40,7 @@ HELP = {
     "topics": "Create or list rlhealth's Kafka topics.",
     "ship": "Follow a job's live folder and send its events to Kafka (with heartbeats).",
     "evidence": "Ask the DuckDB evidence store canned questions, run SQL, export Parquet.",
+    "report": "Write a job's incident report (one self-contained HTML page) from the evidence store.",
 }
 
 

@@ -77,8 +77,11 @@ class ProbeProgress:
 @click.option("--rules-dir", "rules_dirs", multiple=True, type=click.Path(path_type=Path, file_okay=False),
               help="Extra rule-pack directory (repeatable).")
 @click.option("--progress/--no-progress", default=None, help="Progress on stderr (default: when stderr is a terminal).")
+@click.option("--html", type=click.Path(path_type=Path, dir_okay=False),
+              help="Also write the incident report (one HTML page): the capture also judged along the way "
+                   "(a second pass, through the hysteresis as `watch` prints), charted on one time axis.")
 def probe(capture: Path, now_text: str | None, fmt: str, db: Path | None, rules_dirs: tuple[Path, ...],
-          progress: bool | None) -> None:
+          progress: bool | None, html: Path | None) -> None:
     """Judge one captured job (a capture directory) and print ONE verdict.
 
     rlhealth recommends; it never kills. Replays the capture through the health core in
@@ -102,9 +105,26 @@ def probe(capture: Path, now_text: str | None, fmt: str, db: Path | None, rules_
         store = EvidenceStore(db)
     show = stderr_is_tty() if progress is None else progress
     meter = ProbeProgress(capture) if show else None
+    found: list = []
+
+    def on_findings(job_id: str, findings: list) -> None:
+        if store is not None:
+            store.add_findings(job_id, findings)
+        if html is not None:
+            found.extend(findings)
+
+    history = None
+    from rlhealth.embedded import HISTORY_POINTS, judge_along, run_seq_base
+
+    base = run_seq_base()  # the history's verdicts (--html) are numbered below the probe's
     try:
-        result = run_probe(capture, core, now, on_findings=store.add_findings if store else None,
-                           progress=meter.event if meter else None)
+        result = run_probe(capture, core, now, on_findings=on_findings if store or html else None,
+                           progress=meter.event if meter else None, seq=base + HISTORY_POINTS + 1)
+        if html is not None:
+            if meter is not None:
+                meter.close()
+                meter = ProbeProgress(capture)  # the second pass, for the report's history
+            history = judge_along(capture, core, now, seq=base, progress=meter.event if meter else None)
     except CaptureError as exc:
         click.echo(f"rlhealth probe: {exc}", err=True)
         sys.exit(EXIT_USAGE)
@@ -121,6 +141,14 @@ def probe(capture: Path, now_text: str | None, fmt: str, db: Path | None, rules_
             click.echo(f"rlhealth probe: {db}: this verdict (job {v.job_id}, seq {v.seq}) was already stored",
                        err=True)
         store.close()
+    if history is not None and html is not None:
+        from rlhealth.cli.report import write_report
+        from rlhealth.sinks.report_store import from_records
+
+        final = core.metrics(result.state, v.produced_at, last=v)
+        write_report(from_records(v.job_id, str(capture), [*history.verdicts, v], [*history.metrics, final], found,
+                                  result.problems), html)
+        click.echo(f"rlhealth probe: report written to {html}", err=True)
     if fmt == "json":
         click.echo(v.model_dump_json(indent=2))
     else:

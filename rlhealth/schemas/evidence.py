@@ -29,6 +29,15 @@ class FindingRecord(Model):
                                 description="file/file_offset/line_no and topic/partition/offset of the line")
 
 
+class EngineStats(Model):
+    """One ~1-minute bucket of an engine's stats lines (means), dated by its first line."""
+
+    at: UtcDatetime
+    generation_tokens_per_s: float
+    running_requests: float
+    waiting_requests: float
+
+
 class MetricsPoint(Model):
     schema_version: Literal[1] = 1
     record: Literal["metrics"] = "metrics"
@@ -47,6 +56,8 @@ class MetricsPoint(Model):
     trainer_last_step: int | None = None
     verdict: str | None = None
     job_status: str | None = None
+    engines: dict[str, list[EngineStats]] = Field(default_factory=dict,
+                                                  description="engine id -> its newest stats buckets, oldest first")
 
 
-__all__ = ["FindingRecord", "MetricsPoint"]
+__all__ = ["EngineStats", "FindingRecord", "MetricsPoint"]

@@ -73,6 +73,7 @@ METRICS_SCHEMA = pa.schema([
     ("staleness", pa.string()), ("trials_completed", pa.int64()), ("reward_mean", pa.float64()),
     ("nonzero_reward_ratio", pa.float64()), ("gpu_util_mean", pa.float64()), ("restarts_burned", pa.int32()),
     ("trainer_last_step", pa.int64()), ("verdict", pa.string()), ("job_status", pa.string()),
+    ("engines", pa.string()),
 ])
 PROBLEMS_SCHEMA = pa.schema([
     ("job_id", pa.string()), ("path", pa.string()), ("problem", pa.string()), ("gate", pa.string()),
@@ -108,6 +109,7 @@ CREATE TABLE IF NOT EXISTS metrics (
     staleness JSON, trials_completed BIGINT, reward_mean DOUBLE, nonzero_reward_ratio DOUBLE,
     gpu_util_mean DOUBLE, restarts_burned INTEGER, trainer_last_step BIGINT, verdict VARCHAR, job_status VARCHAR,
     PRIMARY KEY (job_id, judged_at));
+ALTER TABLE metrics ADD COLUMN IF NOT EXISTS engines JSON;
 CREATE TABLE IF NOT EXISTS source_problems (
     job_id VARCHAR NOT NULL, path VARCHAR NOT NULL, problem VARCHAR NOT NULL, gate VARCHAR NOT NULL,
     note VARCHAR, count BIGINT, seen_at TIMESTAMPTZ,
@@ -228,6 +230,8 @@ class EvidenceStore:
             "reward_mean": p.reward_mean, "nonzero_reward_ratio": p.nonzero_reward_ratio,
             "gpu_util_mean": p.gpu_util_mean, "restarts_burned": p.restarts_burned,
             "trainer_last_step": p.trainer_last_step, "verdict": p.verdict, "job_status": p.job_status,
+            "engines": _json({eid: [[e.at.isoformat(), e.generation_tokens_per_s, e.running_requests,
+                                     e.waiting_requests] for e in buckets] for eid, buckets in p.engines.items()}),
         })
 
     def add_finding_record(self, r: FindingRecord) -> None:

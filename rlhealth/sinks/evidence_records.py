@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from rlhealth.agents.findings import Finding, JobMetrics
-from rlhealth.schemas.evidence import FindingRecord, MetricsPoint
+from rlhealth.schemas.evidence import EngineStats, FindingRecord, MetricsPoint
 
 
 def _plain(d: dict[str, Any]) -> dict[str, Any]:
@@ -35,6 +36,9 @@ def metrics_point(m: JobMetrics) -> MetricsPoint:
         nonzero_reward_ratio=m.trials_nonzero_reward_ratio, gpu_util_mean=m.gpu_util_mean,
         restarts_burned=m.restarts_burned, trainer_last_step=m.trainer_last_step, verdict=m.verdict,
         job_status=m.job_status,
+        engines={eid: [EngineStats(at=datetime.fromtimestamp(ts, UTC), generation_tokens_per_s=gen,
+                                   running_requests=run, waiting_requests=wait) for ts, gen, run, wait in buckets]
+                 for eid, buckets in m.engines.items()},
     )
 
 
