@@ -53,8 +53,10 @@ lint: setup
 # with a message: CI must never pass by running nothing.
 # Debian's prometheus package gives promtool (alert rules, metrics exposition) and the prometheus
 # server the end-to-end alerting test starts; prometheus-alertmanager gives amtool (routing example).
-# Tests that need a missing binary are skipped with the reason.
-TEST_DEBS := prometheus:promtool prometheus:prometheus prometheus-alertmanager:amtool
+# Debian's chromium renders the HTML incident report headless (tests/test_html_report_browser.py; it
+# must be /usr/bin/chromium). Tests that need a missing binary are skipped with the reason (the
+# browser test only outside CI: in CI a missing chromium fails it).
+TEST_DEBS := prometheus:promtool prometheus:prometheus prometheus-alertmanager:amtool chromium:/usr/bin/chromium
 test-deps:
 	@missing=""; for pair in $(TEST_DEBS); do \
 	  command -v "$${pair#*:}" >/dev/null 2>&1 || missing="$$missing $${pair%%:*}"; \

@@ -95,7 +95,12 @@ def _stamp(t: datetime | None) -> str:
 
 
 def _age(s: float | None) -> str:
-    return "-" if s is None else duration(s)
+    if s is None:
+        return "-"
+    if s < 60:
+        return f"{s:.3g}s"
+    m = int(s // 60)
+    return f"{m}m {int(s % 60):02d}s" if m < 60 else f"{m // 60}h {m % 60:02d}m"
 
 
 def _call_css(v: VerdictRow) -> str:
@@ -143,7 +148,7 @@ def _where(line: Line) -> str:
 
 def _latest(v: VerdictRow | None, anchor: int | None) -> str:
     if v is None:
-        return '<section class="card"><div class="call">no verdict stored for this job</div></section>'
+        return '<section class="card" id="latest"><div class="call">no verdict stored for this job</div></section>'
     css = _call_css(v)
     badges = ('<span class="badge escalate">ESCALATE</span>' if v.escalate else "") + \
              ('<span class="badge held">HELD</span>' if v.held else "")
@@ -246,6 +251,12 @@ def _charts(data: ReportData, marked: list[int]) -> str:
     return "".join(out)
 
 
+def _evidence_label(v: VerdictRow, change: VerdictRow, own: bool) -> str:
+    if own:
+        return f"{len(v.evidence)} lines"
+    return "as at " + change.produced_at.astimezone(UTC).strftime("%H:%M:%S")
+
+
 def _history(verdicts: Sequence[VerdictRow], marked: set[int], total: int) -> str:
     rows = []
     for i, v in enumerate(verdicts):
@@ -262,7 +273,7 @@ def _history(verdicts: Sequence[VerdictRow], marked: set[int], total: int) -> st
             f'<td class="mono seq">{v.seq}</td><td class="nowrap">{call}</td><td>{esc(v.confidence)}</td>'
             f'<td>{esc(v.job_status)}</td><td class="mono nowrap">{gates}</td>'
             f'<td class="text">{esc(v.why)}{held}</td>'
-            f'<td><a href="#ev-{ref}">{len(v.evidence) if ref == i else f"seq {verdicts[ref].seq}"}</a></td></tr>')
+            f'<td class="nowrap"><a href="#ev-{ref}">{_evidence_label(v, verdicts[ref], ref == i)}</a></td></tr>')
     note = (f'<p class="note">the newest {len(verdicts)} of {total} verdicts.</p>' if total > len(verdicts) else "")
     return (f'<h2 id="history">Verdict history ({len(verdicts)})</h2>{note}'
             '<table id="verdicts"><thead><tr><th>judged (UTC)</th><th>age</th><th>seq</th><th>call</th>'
