@@ -164,7 +164,20 @@ def test_the_evidence_writer_stores_findings_and_metrics_too(kafka_bootstrap, to
         counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]
                   for t in ("verdicts", "findings", "metrics", "evidence_lines")}
         refs = con.execute("SELECT ref FROM findings WHERE rule_id = 'nccl.terminating'").fetchall()
+        (job,) = con.execute("SELECT DISTINCT job_id FROM verdicts").fetchone()
     finally:
         con.close()
     assert all(n > 0 for n in counts.values()), (counts, err)
     assert refs and '"topic"' in refs[0][0] and '"file"' in refs[0][0]  # where in Kafka and where in the file
+
+    # the incident report reads the deployed store as it is
+    from rlhealth.sinks.html_report import render
+    from rlhealth.sinks.report_store import load_file
+    from tests.html_dom import Dom
+
+    data = load_file(db, job)
+    assert (len(data.verdicts), len(data.metrics), len(data.findings)) == \
+        (counts["verdicts"], counts["metrics"], counts["findings"])
+    dom = Dom(render(data))
+    assert len(dom.find("tr", "verdict")) == counts["verdicts"]
+    assert any("logs/pod_rank0.log @" in row.text for row in dom.find("tr", "finding"))
