@@ -89,9 +89,11 @@ def test_findings_and_verdict_changes_are_marked_and_link_to_their_rows() -> Non
     ids = dom.ids()
     lane_links = [a.attrs["href"] for a in dom.find("a", inside="chart-events")]
     assert sorted(h for h in lane_links if h.startswith("#f-")) == [f"#f-{i}" for i in range(len(data.findings))]
-    assert sorted(h for h in lane_links if h.startswith("#v-")) == ["#v-0", "#v-2", "#v-3"]
-    # each change is also a dashed rule across every value chart, linked to its row
-    assert len(dom.find("line", "vmark", inside="chart-throughput")) == len(changes(data.verdicts)) == 3
+    # each change of verdict is flagged, linked to the evidence lines behind it ...
+    assert [h for h in lane_links if h.startswith("#ev-")] == ["#ev-0", "#ev-2", "#ev-3"]
+    # ... and is a dashed rule across every value chart, linked to its row of the history
+    rules = [a.attrs["href"] for a in dom.find("a", "vmark-link", inside="chart-throughput")]
+    assert rules == ["#v-0", "#v-2", "#v-3"] and changes(data.verdicts) == [0, 2, 3]
     # the evidence of each change is listed with its file and offset
     for i in changes(data.verdicts):
         line = dom.by_id(f"ev-{i}-0")
@@ -212,3 +214,17 @@ def test_probe_html_charts_the_history_and_ends_with_the_probes_verdict(tmp_path
     assert circles(dom, "chart-staleness") == sum(len(m.log_staleness_s) for m in metrics)
     buckets = {(e, b[0]) for m in metrics for e, bs in m.engines.items() for b in bs}
     assert circles(dom, "chart-throughput") == len(buckets) > 10
+
+
+def test_a_long_history_draws_every_point_in_the_line_and_a_bounded_number_of_dots() -> None:
+    from rlhealth.sinks.svg_chart import MAX_DOTS
+
+    n = 3 * MAX_DOTS
+    metrics = [MetricRow(judged_at=at(60 * i), engines={"e0": (EnginePoint(at(60 * i), float(i % 7), 1.0, 0.0),)})
+               for i in range(n)]
+    dom = Dom(render(ReportData(job_id="j", origin="-", verdicts=[], metrics=metrics, findings=[])))
+    chart = dom.by_id("chart-throughput")
+    assert chart is not None and int(chart.attrs["data-points"]) == n
+    assert circles(dom, "chart-throughput") == int(chart.attrs["data-dots"]) <= MAX_DOTS
+    (line,) = dom.find("polyline", inside="chart-throughput")
+    assert len(line.attrs["points"].split()) == n

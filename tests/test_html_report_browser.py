@@ -97,8 +97,11 @@ def test_kill_report_renders_in_chromium(kill_report, tmp_path: Path) -> None:
     links = [a.attrs["href"] for a in dom.find("a")]
     assert any(h.startswith("#f-") for h in links) and any(h.startswith("#v-") for h in links)
     assert all(h.startswith("#") and h[1:] in ids for h in links)
-    kill_marks = dom.find("path", "v-kill", inside="chart-events")
+    kill_marks = [a for a in dom.find("a", inside="chart-events") if any(
+        "v-kill" in e.classes for e in dom.elements if e.parents and e.parents[-1] is a)]
     assert kill_marks, "the KILL is marked on the timeline"
+    for a in kill_marks:  # and links to the evidence lines behind it
+        assert a.attrs["href"].startswith("#ev-") and dom.find("li", "evline", inside=a.attrs["href"][1:])
     assert not dom.find("script")
 
 

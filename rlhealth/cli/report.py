@@ -13,7 +13,10 @@ def write_report(data, out: Path) -> None:
 
     from rlhealth.sinks.html_report import render
 
-    out.write_text(render(data, generated_at=datetime.now(UTC)), encoding="utf-8")
+    try:
+        out.write_text(render(data, generated_at=datetime.now(UTC)), encoding="utf-8")
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {out}: {exc.strerror or exc}") from None
 
 
 @click.command()

@@ -218,7 +218,7 @@ def _charts(data: ReportData, marked: list[int]) -> str:
     times += [v.produced_at.timestamp() for v in verdicts]
     times += [t for f in data.findings if (t := _ts(f.event_time)) is not None]
     axis = Axis.spanning(times)
-    vmarks = [Marker(verdicts[i].produced_at.timestamp(), f"#v-{i}",
+    vmarks = [Marker(verdicts[i].produced_at.timestamp(), f"#ev-{i}",
                      f"{verdicts[i].verdict}{' + escalate' if verdicts[i].escalate else ''} · seq {verdicts[i].seq}"
                      f" · {_stamp(verdicts[i].produced_at)}", _mark_css(verdicts[i]),
                      label=verdicts[i].verdict + ("+E" if verdicts[i].escalate else ""))
@@ -229,7 +229,8 @@ def _charts(data: ReportData, marked: list[int]) -> str:
               for n, f in enumerate(data.findings)
               if _severity(f) == sev and (t := _ts(f.event_time)) is not None]
         lanes.append(Lane(sev, ms))
-    rules = [Marker(m.t, m.href, m.title, m.css) for m in vmarks]  # the verdict changes across every chart
+    # the verdict changes across every chart, linked to their rows of the history
+    rules = [Marker(m.t, f"#v-{i}", m.title, m.css) for i, m in zip(marked, vmarks)]
     out = [lane_chart("chart-events", "Verdict changes and findings (by severity)", axis, lanes),
            line_chart("chart-throughput", "Generation throughput per engine", axis, gen, unit="tok/s", vmarks=rules),
            line_chart("chart-requests", "Requests per engine: Running (solid) and Waiting (dashed)", axis, req,

@@ -17,6 +17,10 @@ from html import escape
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f",
            "#d62728")
 
+# Circles (with their tooltips) drawn per chart; past that every k-th point of each series gets one, so
+# a page of weeks of 16 engines stays a few MB (the lines still pass through every point).
+MAX_DOTS = 1500
+
 _TICK_STEPS_S = (60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800)
 
 
@@ -160,6 +164,7 @@ def line_chart(chart_id: str, title: str, axis: Axis, series: Sequence[Series], 
     """One figure: a line per series, a circle per data point, vertical links at the verdict changes."""
     top, bottom = 8, 20
     n_points = sum(len(s.points) for s in series)
+    every = max(1, math.ceil(n_points / MAX_DOTS))
     values = [v for s in series for _, v in s.points]
     ymax = _nice_max(max(values), durations=fmt is duration) if values else 1.0
     inner = height - top - bottom
@@ -167,7 +172,9 @@ def line_chart(chart_id: str, title: str, axis: Axis, series: Sequence[Series], 
     def y(v: float) -> float:
         return round(top + inner - (v / ymax) * inner, 1) if ymax else float(top + inner)
 
-    parts = [f'<figure class="chart" id="{esc(chart_id)}" data-points="{n_points}" data-series="{len(series)}">',
+    n_dots = sum(len(s.points[::every]) for s in series)
+    parts = [f'<figure class="chart" id="{esc(chart_id)}" data-points="{n_points}" data-dots="{n_dots}" '
+             f'data-series="{len(series)}">',
              f'<figcaption>{esc(title)}{" (" + esc(unit) + ")" if unit else ""}</figcaption>',
              f'<svg width="{axis.width}" height="{height}" viewBox="0 0 {axis.width} {height}" role="img" '
              f'aria-label="{esc(title)}">']
@@ -188,10 +195,13 @@ def line_chart(chart_id: str, title: str, axis: Axis, series: Sequence[Series], 
                 coords = " ".join(f"{a},{b}" for a, b in pts)
                 parts.append(f'<polyline class="line{" dashed" if s.dashed else ""}" stroke="{esc(s.color)}" '
                              f'points="{coords}"/>')
-        for t, v in s.points:
+        for t, v in s.points[::every]:
             parts.append(f'<circle class="pt" data-series="{esc(s.name)}" cx="{axis.x(t)}" cy="{y(v)}" r="2.2" '
                          f'fill="{esc(s.color)}"><title>{esc(s.name)} · {stamp(t)} · {esc(fmt(v))}'
                          f'{" " + esc(unit) if unit else ""}</title></circle>')
+    if every > 1:
+        parts.append(f'<text class="empty" x="{axis.width - axis.right - 4}" y="{top + 10}" text-anchor="end">'
+                     f'a dot every {every} points</text>')
     if not n_points:
         parts.append(f'<text class="empty" x="{axis.width / 2}" y="{top + inner / 2}" text-anchor="middle">'
                      f'{esc(empty_note)}</text>')
