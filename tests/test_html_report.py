@@ -14,7 +14,15 @@ import pytest
 from click.testing import CliRunner
 
 from rlhealth.sinks.html_report import CHARTS, changes, render
-from rlhealth.sinks.report_model import EnginePoint, Line, MetricRow, ReportData, VerdictRow
+from rlhealth.sinks.report_model import (
+    DeadLetterRow,
+    EnginePoint,
+    Line,
+    MetricRow,
+    Problem,
+    ReportData,
+    VerdictRow,
+)
 from tests.html_dom import Dom
 from tests.scenario_support import ROOT
 
@@ -107,6 +115,8 @@ def test_findings_and_verdict_changes_are_marked_and_link_to_their_rows() -> Non
 
 def test_log_text_cannot_inject_markup() -> None:
     data = sample(job_id=EVIL, text=EVIL, engine=EVIL, role=EVIL, source=EVIL)
+    data.problems.append(Problem(path=EVIL, problem=EVIL, gate="A", note=EVIL, count=1))
+    data.dead_letters.append(DeadLetterRow(received_at=T0, reason=EVIL, stage=EVIL, detail=EVIL, origin=EVIL))
     html = render(data)
     dom = Dom(html)
     assert not dom.find("script") and not dom.find("img") and not dom.find("iframe")
@@ -115,6 +125,8 @@ def test_log_text_cannot_inject_markup() -> None:
     assert EVIL in dom.by_id("job-id").text  # type: ignore[union-attr]  # shown as text, verbatim
     assert EVIL in dom.by_id("latest-why").text  # type: ignore[union-attr]
     assert any(EVIL in e.text for e in dom.find("li", "evline"))
+    assert dom.by_id("problems") is not None and dom.by_id("dead-letters") is not None
+    assert sum(EVIL in td.text for td in dom.find("td")) >= 7  # problem path/kind/note, dead letter fields
     legend = " ".join(e.text for e in dom.find("span", "key", inside="chart-staleness"))
     assert EVIL in legend
     assert {c.attrs["data-series"] for c in dom.find("circle", "pt", inside="chart-throughput")} == {EVIL}
@@ -228,3 +240,22 @@ def test_a_long_history_draws_every_point_in_the_line_and_a_bounded_number_of_do
     assert circles(dom, "chart-throughput") == int(chart.attrs["data-dots"]) <= MAX_DOTS
     (line,) = dom.find("polyline", inside="chart-throughput")
     assert len(line.attrs["points"].split()) == n
+
+
+def test_the_history_is_judged_before_the_probe_and_numbered_below_it(tmp_path: Path) -> None:
+    from rlhealth.embedded import judge_along
+    from rlhealth.runtime import build_core
+    from rlhealth.sources.capture import open_capture
+
+    captured = open_capture(KILL_CAPTURE).info.captured_at
+    h = judge_along(KILL_CAPTURE, build_core(), seq=1000, points=60)
+    times = [m.at for m in h.metrics]
+    assert 1 < len(times) <= 60 and times == sorted(times) and all(t < captured for t in times)  # type: ignore[operator]
+    assert [v.seq for v in h.verdicts] == list(range(1001, 1001 + len(h.verdicts)))
+    assert {v.produced_at for v in h.verdicts} <= set(times)
+    # --db keeps its meaning with --html: the probe's one verdict
+    db = tmp_path / "e.duckdb"
+    code, _, err = run_cli("probe", str(KILL_CAPTURE), "--db", str(db), "--html", str(tmp_path / "r.html"))
+    assert code == 10, err
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM verdicts").fetchone() == (1,)
