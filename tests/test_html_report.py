@@ -259,3 +259,28 @@ def test_the_history_is_judged_before_the_probe_and_numbered_below_it(tmp_path: 
     assert code == 10, err
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM verdicts").fetchone() == (1,)
+
+
+def test_engine_buckets_survive_the_wire_and_the_store(tmp_path: Path) -> None:
+    """The worker's metric point (topic JSON) -> the evidence writer's store -> the report's engine points."""
+    from rlhealth.agents.findings import JobMetrics
+    from rlhealth.schemas.evidence import MetricsPoint
+    from rlhealth.sinks.duckdb import EvidenceStore
+    from rlhealth.sinks.evidence_records import metrics_point
+    from rlhealth.sinks.report_store import load_file
+
+    buckets = {"e0": ((at(0).timestamp(), 100.5, 3.0, 1.0), (at(60).timestamp(), 90.0, 2.0, 0.0)),
+               "e1": ((at(30).timestamp(), 0.0, 0.0, 7.0),)}
+    m = JobMetrics(job_id="j", log_staleness_s={"trainer": 12.0}, generation_tokens_per_s=190.5, running_requests=5.0,
+                   waiting_requests=1.0, trials_completed_total=3, trial_reward_mean=None,
+                   trials_nonzero_reward_ratio=None, nccl_watchdog_hits_total=0, oom_events_total=0,
+                   ray_worker_deaths_total=0, restarts_burned=0, restarts_max=3, gate_status={}, verdict=None,
+                   job_status=None, last_event_time=at(60), at=at(90), engines=buckets)
+    wire = MetricsPoint.model_validate_json(metrics_point(m).model_dump_json())
+    with EvidenceStore(tmp_path / "e.duckdb") as store:
+        store.add_metrics_point(wire)
+    (row,) = load_file(tmp_path / "e.duckdb", "j").metrics
+    got = {e: tuple((p.at.timestamp(), p.generation_tokens_per_s, p.running, p.waiting) for p in pts)
+           for e, pts in row.engines.items()}
+    assert got == buckets
+    assert row.staleness_s == {"trainer": 12.0} and row.trials_completed == 3

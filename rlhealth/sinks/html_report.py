@@ -82,6 +82,8 @@ td.text, li .text { word-break: break-word; }
 .evblock ol { margin: 0; padding-left: 22px; } .evblock li { margin: 2px 0; }
 .loc { color: var(--mute); }
 .note { color: var(--mute); font-size: 12px; }
+tr.sev-fatal td:nth-child(2) { color: var(--kill); font-weight: bold; } tr.sev-error td:nth-child(2) { color: #e57373; }
+tr.sev-warning td:nth-child(2) { color: var(--warn); }
 .nowrap { white-space: nowrap; } td.seq { font-size: 10px; color: var(--mute); }
 """
 
@@ -134,14 +136,15 @@ def changes(verdicts: Sequence[VerdictRow]) -> list[int]:
 
 
 def _where(line: Line) -> str:
+    """Where to find the line again: its file (or topic[partition]) unless that is its source, the offset, the line."""
     if not line.location:
         return ""
-    out = esc(line.location)
+    out = esc(line.location) if line.location != line.source else ""
     if line.offset is not None:
         out += f" @{line.offset}"
     if line.line_no is not None:
         out += f" (line {line.line_no + 1})"
-    return f'<span class="loc mono">{out}</span>'
+    return f'<span class="loc mono">{out.strip()}</span>'
 
 
 # -- sections ---------------------------------------------------------------------------------------
