@@ -284,3 +284,15 @@ def test_engine_buckets_survive_the_wire_and_the_store(tmp_path: Path) -> None:
            for e, pts in row.engines.items()}
     assert got == buckets
     assert row.staleness_s == {"trainer": 12.0} and row.trials_completed == 3
+
+
+def test_engine_legends_leave_out_what_every_engine_id_shares() -> None:
+    from rlhealth.sinks.html_report import short_names
+
+    ids = [f"logs/rl-vllm-{i}.log | APIServer pid=1 | Engine 000" for i in range(3)]
+    assert short_names(ids) == {n: f"rl-vllm-{i}.log" for i, n in enumerate(ids)}
+    ids = [f"logs/pod_rank1.log | AsyncVLLMInferenceEngine pid={p} | Engine 00{i}" for i, p in enumerate((7, 8))]
+    assert list(short_names(ids).values()) == ["AsyncVLLMInferenceEngine pid=7 | Engine 000",
+                                               "AsyncVLLMInferenceEngine pid=8 | Engine 001"]
+    odd = ["logs/pod_rank1.log", "logs/pod_rank1.log | Engine 000"]  # different shapes: left whole
+    assert short_names(odd) == {n: n for n in odd}

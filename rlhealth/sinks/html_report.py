@@ -180,6 +180,22 @@ def _latest(v: VerdictRow | None, anchor: int | None) -> str:
     return "".join(parts)
 
 
+def short_names(names: Sequence[str]) -> dict[str, str]:
+    """Engine ids for a legend: the " | " parts every id shares are left out, and a directory they all
+    share ("logs/"), so "logs/x-vllm-0.log | APIServer pid=1 | Engine 000" reads "x-vllm-0.log"."""
+    split = [n.split(" | ") for n in names]
+    if len(names) < 2 or len({len(p) for p in split}) != 1:
+        return {n: n for n in names}
+    keep = [i for i in range(len(split[0])) if len({p[i] for p in split}) > 1]
+    short = [" | ".join(p[i] for i in keep) for p in split]
+    head = short[0].rsplit("/", 1)[0] + "/" if "/" in short[0] else ""
+    if head and all(s.startswith(head) for s in short):
+        short = [s[len(head):] for s in short]
+    if len(set(short)) != len(short) or not all(short):
+        return {n: n for n in names}
+    return dict(zip(names, short))
+
+
 def _engine_series(metrics: Sequence[MetricRow]) -> tuple[list[Series], list[Series]]:
     per: dict[str, dict[float, tuple[float, float, float]]] = {}
     for m in metrics:  # in judging order: a bucket seen again later holds its final means
@@ -188,12 +204,14 @@ def _engine_series(metrics: Sequence[MetricRow]) -> tuple[list[Series], list[Ser
                 per.setdefault(eid, {})[e.at.timestamp()] = (e.generation_tokens_per_s, e.running, e.waiting)
     gen: list[Series] = []
     req: list[Series] = []
+    label = short_names(sorted(per))
     for i, eid in enumerate(sorted(per)):
         pts = sorted(per[eid].items())
         color = PALETTE[i % len(PALETTE)]
-        gen.append(Series(eid, [(t, g) for t, (g, _, _) in pts], color))
-        req.append(Series(f"{eid} running", [(t, r) for t, (_, r, _) in pts], color))
-        req.append(Series(f"{eid} waiting", [(t, w) for t, (_, _, w) in pts], color, dashed=True))
+        gen.append(Series(eid, [(t, g) for t, (g, _, _) in pts], color, label=label[eid]))
+        req.append(Series(f"{eid} running", [(t, r) for t, (_, r, _) in pts], color, label=f"{label[eid]} running"))
+        req.append(Series(f"{eid} waiting", [(t, w) for t, (_, _, w) in pts], color, dashed=True,
+                          label=f"{label[eid]} waiting"))
     if not per:  # a store written before per-engine stats: the sum over engines at each judgement
         def total(attr: str) -> list[tuple[float, float]]:
             return [(m.judged_at.timestamp(), float(getattr(m, attr))) for m in metrics

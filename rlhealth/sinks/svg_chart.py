@@ -71,6 +71,7 @@ class Series:
     color: str
     dashed: bool = False
     step: bool = False  # a counter: hold each value until the next point
+    label: str = ""  # the legend's text (default: the name; the full name is its tooltip)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,8 +209,8 @@ def line_chart(chart_id: str, title: str, axis: Axis, series: Sequence[Series], 
     parts.append("</svg>")
     if series:
         parts.append('<div class="legend">' + "".join(
-            f'<span class="key"><i class="swatch{" dashed" if s.dashed else ""}" style="border-color:{esc(s.color)}">'
-            f'</i>{esc(s.name)}</span>' for s in series) + "</div>")
+            f'<span class="key" title="{esc(s.name)}"><i class="swatch{" dashed" if s.dashed else ""}" '
+            f'style="border-color:{esc(s.color)}"></i>{esc(s.label or s.name)}</span>' for s in series) + "</div>")
     parts.append("</figure>")
     return "".join(parts)
 
