@@ -22,7 +22,8 @@ IN_CI = bool(os.environ.get("CI"))
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists() and not IN_CI,
-    reason="chromium not installed at /usr/bin/chromium (apt-get install chromium; `make test-deps`)")
+    reason="chromium not installed at /usr/bin/chromium (apt-get install chromium; `make test-deps`); "
+           "skipped outside CI only")
 
 
 def chromium(profile: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
