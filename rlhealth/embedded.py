@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
+from rlhealth import settings
 from rlhealth.agents.core import HealthCore
 from rlhealth.agents.findings import Finding
 from rlhealth.agents.normalize import parse_memo, remember_parse
@@ -152,12 +153,7 @@ _STEP = 2  # batches per message / per turn of a worker's round robin
 
 def _probe_workers(log_files: list[Path], workers: int | None) -> int:
     if workers is None:
-        env = os.environ.get("RLHEALTH_PROBE_WORKERS", "").strip()
-        if env:
-            try:
-                workers = int(env)
-            except ValueError:
-                workers = None
+        workers = settings.load().probe_workers
     sizes = []
     for f in log_files:
         try:
