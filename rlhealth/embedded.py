@@ -7,6 +7,7 @@ capture's `captured_at`). `watch` follows growing captures and re-judges continu
 from __future__ import annotations
 
 import copy
+import functools
 import multiprocessing
 import os
 import sys
@@ -448,7 +449,7 @@ class Watcher:
                           for d, j in zip(dirs, ids)]
         if clock_mode == "capture":
             for f in self.followers:
-                f.clock = (lambda f=f: self._now_for(f))
+                f.clock = functools.partial(self._now_for, f)
                 f.static = True
         self.states: dict[str, JobHealth] = {}
         self.verdicts: dict[str, Verdict] = {}

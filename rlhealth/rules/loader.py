@@ -259,11 +259,11 @@ def check_rules(ruleset: RuleSet) -> list[str]:
     examples: list[str] = []
     owners: list[tuple[int, bool]] = []  # (rule index, should match)
     for i, r in enumerate(ruleset.rules):
-        for ex in r.match:
-            examples.append(ex)
+        for text in r.match:
+            examples.append(text)
             owners.append((i, True))
-        for ex in r.no_match:
-            examples.append(ex)
+        for text in r.no_match:
+            examples.append(text)
             owners.append((i, False))
     results: dict[str, set[tuple[int, int]]] = {}
     for eng in engines:
