@@ -118,3 +118,14 @@ def test_training_time_on_captures(name: str, check) -> None:
     assert tt is not None and check(tt), tt
     assert tt.wall_s == pytest.approx(tt.bring_up_s + tt.productive_s + tt.stalled_s + tt.failures_s
                                       + tt.unattributed_s)
+
+
+def test_probe_prints_the_effective_training_time_line() -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "rlhealth", "probe", str(_capture("allreduce_hang_util_power")),
+                          "--no-progress"], capture_output=True, text=True, timeout=300)
+    line = next(ln for ln in out.stdout.splitlines() if ln.startswith("effective training time: "))
+    ratio = int(line.split(": ", 1)[1].split("%", 1)[0])
+    assert 30 < ratio < 70 and "stalled" in line
