@@ -32,7 +32,7 @@ from datetime import UTC, datetime, tzinfo
 
 from rlhealth.schemas.common import EventBase, Source
 from rlhealth.schemas.events import ComputeApp, GpuPoll, GpuReading
-from rlhealth.sources.live import RunResult, Runner, SourceCounters, subprocess_runner
+from rlhealth.sources.live import Runner, RunResult, SourceCounters, subprocess_runner
 
 # The column order of capture files written with `noheader` (kept: old captures depend on it).
 GPU_QUERY = "timestamp,index,uuid,utilization.gpu,memory.used,memory.total,power.draw"
@@ -203,6 +203,7 @@ class GpuCsvParser:
         if not s or s.startswith("#"):
             return []
         cells = split_cells(s)
+        out: list[GpuPoll]
         # A header has no number in it; checked first because a data row stops that test at its
         # first number, before any header name is parsed.
         if not any(parse_number(c) is not None for c in cells):
@@ -226,7 +227,7 @@ class GpuCsvParser:
                 self._bad(s)
                 return []
         idx = _int(values["index"]) if "index" in values else None
-        out: list[GpuPoll] = []
+        out = []
         g = self._group
         if g.gpus and (
             (idx is not None and idx in g.indexes)

@@ -78,7 +78,7 @@ class NvmlPoller:
     def __init__(self, *, job_id: str, host: str | None = None, nvml: Any | None = None,
                  clock: Callable[[], datetime] | None = None, shipper: str | None = None,
                  with_apps: bool = True, xids: bool = True) -> None:
-        self.nvml = nvml if nvml is not None else load_nvml()
+        self.nvml: Any = nvml if nvml is not None else load_nvml()
         self.job_id = job_id
         self.host = host or socket.gethostname()
         self.clock = clock or (lambda: datetime.now(UTC))

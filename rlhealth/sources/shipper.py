@@ -190,6 +190,6 @@ class FolderShipper:
         for src in self.sources:
             try:
                 src.close()
-            except Exception:  # noqa: BLE001, S110 - closing one source must not keep the others open
+            except Exception:  # noqa: BLE001 - closing one source must not keep the others open
                 pass
         self.logs.close()
