@@ -51,6 +51,8 @@ def default_state_dir(job_id: str) -> Path:
               help="Also poll this node's GPUs every interval: through NVML (nvidia-ml-py), by running "
                    "nvidia-smi, or NVML with nvidia-smi as the fallback (auto).")
 @click.option("--nvidia-smi", "nvidia_smi", is_flag=True, help="The same as --gpu nvidia-smi.")
+@click.option("--gpu-host", help="Host name GPU polls carry (default: this host's name; a DaemonSet passes "
+              "the node's name).")
 @click.option("--slurm-job-id", "slurm_job_ids", multiple=True,
               help="Also poll this SLURM job's state with sacct (squeue as the fallback) every interval; "
                    "repeat it or separate ids with commas for the legs of a chain.")
@@ -62,7 +64,8 @@ def default_state_dir(job_id: str) -> Path:
 def ship(directory: Path, bootstrap: str, job_id: str | None, interval_secs: float, shipper_id: str | None,
          k8s_namespace: str | None, k8s_selector: str | None, k8s_list: bool, iterations: int,
          state_dir: Path | None, spool_max_bytes: int, max_bytes_per_tick: int, flush_timeout: float,
-         state_command: str | None, gpu: str | None, nvidia_smi: bool, slurm_job_ids: tuple[str, ...],
+         state_command: str | None, gpu: str | None, nvidia_smi: bool, gpu_host: str | None,
+         slurm_job_ids: tuple[str, ...],
          source_timeout_secs: float, metrics_port: int | None, metrics_addr: str, kafka_security: Any) -> None:
     """Follow DIRECTORY (laid out like a capture) and produce its events to rlhealth's Kafka topics.
 
@@ -92,7 +95,7 @@ def ship(directory: Path, bootstrap: str, job_id: str | None, interval_secs: flo
         sources = live_sources(job_id, shipper_id=shipper_id, k8s_namespace=k8s_namespace, k8s_selector=k8s_selector,
                                k8s_list=k8s_list, state_command=state_command,
                                gpu=gpu or ("nvidia-smi" if nvidia_smi else None), slurm_job_ids=slurm_job_ids,
-                               timeout_s=source_timeout_secs)
+                               timeout_s=source_timeout_secs, host=gpu_host)
     except ValueError as exc:
         click.echo(f"rlhealth ship: {exc}", err=True)
         sys.exit(2)
