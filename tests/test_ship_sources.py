@@ -100,3 +100,21 @@ def test_ship_cli_sends_gpu_slurm_and_source_stats_to_the_broker(kafka_bootstrap
     by_name = {s.name: s for s in last.source_stats}
     assert by_name["nvidia-smi"].sent == len(gpu) and by_name["sacct:48213,48214"].sent == len(states)
     assert all(s.failed == 0 for s in last.source_stats)
+
+
+def test_live_sources_follow_the_options(tmp_path: Path) -> None:
+    from rlhealth.cli.ship import live_sources
+
+    with pytest.raises(ValueError, match="go together"):
+        live_sources("j", k8s_namespace="ml")
+    executable(tmp_path / "state.sh", "#!/bin/sh\necho 'squeue: error: Invalid job id' >&2\nexit 1\n")
+    sources = live_sources("j", gpu="nvidia-smi", slurm_job_ids=("1,2", "3"), state_command=str(tmp_path / "state.sh"),
+                           k8s_namespace="ml", k8s_selector="job-name=j", k8s_list=True, timeout_s=5, host="node-1")
+    try:
+        assert [s.name for s in sources] == ["nvidia-smi", "sacct:1,2,3", "k8s-list:ml/job-name=j", "state-command"]
+        state = sources[-1]
+        assert state.poll() == [] and state.counters.failed == 1 and "Invalid job id" in state.counters.last_error
+        assert sources[0].host == "node-1"  # type: ignore[attr-defined]
+    finally:
+        for s in sources:
+            s.close()

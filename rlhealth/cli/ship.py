@@ -7,6 +7,7 @@ import re
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -152,9 +153,13 @@ def ship(directory: Path, bootstrap: str, job_id: str | None, interval_secs: flo
             if not shipper.more and not draining:
                 stop.wait(interval_secs)
     finally:
-        # drain: what is already written, then the spool, then the stopping heartbeat
+        # drain: what is already written (a backlog in bounded steps, within the grace time), then the
+        # spool, then the stopping heartbeat
+        deadline = time.monotonic() + max(flush_timeout, 30.0)
         try:
             shipper.tick()
+            while shipper.more and time.monotonic() < deadline:
+                shipper.tick()
         except Exception as exc:  # noqa: BLE001 - still send the spool and the stopping heartbeat
             click.echo(f"rlhealth ship: last read failed ({type(exc).__name__}: {exc})", err=True)
         if spool is not None:
