@@ -180,6 +180,14 @@ def test_nvml_poll_reads_the_recorded_node() -> None:
         (4242, "ray::AsyncVLLMInferenceEngine", 69000.0), (4243, "python", None)]
 
 
+def test_an_xid_of_a_gpu_without_a_reading_is_kept_as_an_error() -> None:
+    # GPU3 has no handle, so no reading carries its Xid 79 (fallen off the bus): it stays in the poll
+    poll = NvmlPoller(job_id="j", host="h", nvml=recorded_session(xids=[(3, 79), (0, 13)]),
+                      clock=lambda: T0).poll_once()
+    assert poll.gpus[0].xids == [13]
+    assert f"NVML: Xid 79 on GPU {NODE[3].uuid}" in poll.errors
+
+
 def test_nvml_and_nvidia_smi_give_the_same_readings() -> None:
     nvml = NvmlPoller(job_id="j", host="h", nvml=recorded_session(), clock=lambda: T0).poll_once()
     smi = NvidiaSmiPoller(lambda p: None, job_id="j", host="h", runner=smi_runner, clock=lambda: T0).poll_once()

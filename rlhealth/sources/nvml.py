@@ -241,6 +241,10 @@ class NvmlPoller:
                     errors.append(f"Unable to determine the device handle for GPU{i}: {self._text(exc)}")
                     continue
                 gpus.append(self._reading(i, h, xids, errors, apps))
+            # an Xid of a GPU no reading names (lost before its UUID was read) is kept as an error
+            named = {g.uuid for g in gpus}
+            errors.extend(f"NVML: Xid {code} on GPU {uuid}" for uuid, codes in xids.items() if uuid not in named
+                          for code in codes)
             if count == 0 and not errors:
                 errors.append("No devices were found")
         self.counters.received += 1
