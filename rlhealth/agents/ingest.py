@@ -619,6 +619,11 @@ def step_gpu_poll(state: JobHealth, poll: GpuPoll, now: datetime) -> None:
         gh.spin_since = ts if gh.spin_since is None else gh.spin_since
     else:
         gh.spin_since = None
+    # Xids NVML reported (the kernel log may be out of reach in a pod): the same record a dmesg line gives
+    for i, g in enumerate(poll.gpus[:MAX_GPUS_PER_HOST]):
+        for code in g.xids[:4]:
+            push_capped(state.xids, (ts, host, code, f"NVML: Xid {code} on GPU {g.index if g.index is not None else i}"
+                                                     f"{f' ({g.uuid})' if g.uuid else ''}"), MAX_TRACEBACKS)
     for err in poll.errors[:4]:
         if err not in gh.errors:
             push_capped(gh.errors, err[:300], 4)
