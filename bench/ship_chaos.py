@@ -265,6 +265,50 @@ def case_kill9(base: Path, broker: Broker, rate: float) -> Count:
     return report("kill9x3", c, f"max_raw_dup_per_kill={c.raw_duplicates / 3:.0f}" + _tail(err))
 
 
+def case_kill9_midsend(base: Path, broker: Broker, mb: int = 60) -> Count:
+    """`kill -9` while the shipper is busy sending a backlog (not between ticks): three times, each
+    once the checkpoint shows the file part-way shipped; then a restart finishes the file."""
+    import json
+
+    job = new_job(base, broker.bootstrap, "kill9mid")
+    log = job.root / "logs" / "app.log"
+    line_len = 120
+    n = mb * (1 << 20) // line_len
+    with log.open("w") as f:
+        pad = "m" * (line_len - 45)
+        for i in range(n):
+            f.write(f"2026-10-14 16:20:00 INFO seq {i:010d} {pad}\n")
+    size = log.stat().st_size
+
+    def shipped() -> int:
+        try:
+            cps = json.loads((job.state / "checkpoints.json").read_text())["files"]
+            return int(cps[0]["offset"]) if cps else 0
+        except (OSError, ValueError, KeyError, IndexError):
+            return 0
+
+    kills_mid = 0
+    for k in range(3):
+        proc = start_shipper(job, broker.bootstrap, "--max-bytes-per-tick", str(4 << 20))
+        start = shipped()
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and shipped() <= start:
+            time.sleep(0.05)  # wait for one acknowledged step, then kill during the next one
+        time.sleep(0.3 + 0.2 * k)
+        before = shipped()
+        proc.kill()
+        proc.wait()
+        kills_mid += int(0 < before < size)
+    proc = start_shipper(job, broker.bootstrap, "--max-bytes-per-tick", str(4 << 20))
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline and shipped() < size:
+        time.sleep(0.5)
+    err = stop_shipper(proc)
+    c = count(job, broker.bootstrap, set(range(n)))
+    return report("kill9-midsend", c, f"kills_with_file_part_shipped={kills_mid}/3 "
+                                      f"raw_dup_lines_per_kill={c.raw_duplicates / 3:.0f}" + _tail(err))
+
+
 def case_rotation(base: Path, broker: Broker, rate: float, kind: str) -> Count:
     job = new_job(base, broker.bootstrap, kind)
     w = Writer(job.root / "logs" / "app.log", rate)
@@ -400,7 +444,7 @@ def _tail(err: str) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cases", default="outage,kill9,rename,copytruncate,big,spool-cap,backlog,throughput")
+    ap.add_argument("--cases", default="outage,kill9,kill9-midsend,rename,copytruncate,big,spool-cap,backlog,throughput")
     ap.add_argument("--outages", default="60,300", help="broker outage lengths in seconds")
     ap.add_argument("--rate", type=float, default=200.0, help="lines/s written under load")
     ap.add_argument("--backlog-mb", type=int, default=400)
@@ -418,6 +462,8 @@ def main() -> None:
                 results.append(case_outage(base, broker, args.rate, float(s)))
         if "kill9" in cases:
             results.append(case_kill9(base, broker, args.rate))
+        if "kill9-midsend" in cases:
+            results.append(case_kill9_midsend(base, broker))
         for kind in ("rename", "copytruncate"):
             if kind in cases:
                 results.append(case_rotation(base, broker, args.rate, kind))

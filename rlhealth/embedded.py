@@ -7,6 +7,7 @@ capture's `captured_at`). `watch` follows growing captures and re-judges continu
 from __future__ import annotations
 
 import copy
+import functools
 import multiprocessing
 import os
 import sys
@@ -19,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 
+from rlhealth import settings
 from rlhealth.agents.core import HealthCore
 from rlhealth.agents.findings import Finding, JobMetrics
 from rlhealth.agents.normalize import parse_memo, remember_parse
@@ -213,12 +215,7 @@ _STEP = 2  # batches per message / per turn of a worker's round robin
 
 def _probe_workers(log_files: list[Path], workers: int | None) -> int:
     if workers is None:
-        env = os.environ.get("RLHEALTH_PROBE_WORKERS", "").strip()
-        if env:
-            try:
-                workers = int(env)
-            except ValueError:
-                workers = None
+        workers = settings.load().probe_workers
     sizes = []
     for f in log_files:
         try:
@@ -513,7 +510,7 @@ class Watcher:
                           for d, j in zip(dirs, ids)]
         if clock_mode == "capture":
             for f in self.followers:
-                f.clock = (lambda f=f: self._now_for(f))
+                f.clock = functools.partial(self._now_for, f)
                 f.static = True
         self.states: dict[str, JobHealth] = {}
         self.verdicts: dict[str, Verdict] = {}

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache
 from pathlib import Path
 
+from rlhealth import settings
 from rlhealth.agents.core import HealthCore
 
 
@@ -23,5 +23,5 @@ def _cached(extra_dirs: tuple[str, ...], throughput_path: str | None) -> HealthC
 
 def build_core(extra_rule_dirs: tuple[str, ...] = (), throughput_path: str | None = None) -> HealthCore:
     """A ready HealthCore. Rule packs compile once per process (hyperscan compile is ~0.1 s)."""
-    env_tp = throughput_path or os.environ.get("RLHEALTH_THROUGHPUT_TABLE") or None
+    env_tp = throughput_path or settings.load().throughput_table or None
     return _cached(tuple(str(d) for d in extra_rule_dirs), env_tp)

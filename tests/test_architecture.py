@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 CONTRACTS = (
     "The health core and the wire contract stay free of I/O frameworks",
+    "The health core reads no configuration",
     "The wire contract does not depend on the health core",
     "Layers: each package imports only the layers below it",
 )

@@ -24,7 +24,10 @@ ROOT = Path(__file__).resolve().parents[1]
 K8S = ROOT / "deploy" / "k8s"
 BASE = K8S / "base"
 OVERLAY = K8S / "overlays" / "example"
+EXAMPLES = K8S / "examples"  # one example per live source (GPU DaemonSet, sidecar Job, pod watcher)
 KUSTOMIZATIONS = {"base": BASE, "overlay-example": OVERLAY}
+# every kustomization rendered and validated against the OpenAPI schemas
+RENDERED = {**KUSTOMIZATIONS, "examples": EXAMPLES}
 # oldest and newest Kubernetes minor the manifests are checked against (schemas bundled by kubernetes-validate)
 K8S_VERSIONS = ("1.29.0", "1.37.0")
 READ_ONLY_VERBS = {"get", "list", "watch"}
@@ -112,7 +115,7 @@ def kubectl_render(directory: Path) -> list[dict]:
 
 
 def rendered(name: str) -> list[dict]:
-    return render(KUSTOMIZATIONS[name])
+    return render(RENDERED[name])
 
 
 def key(d: dict) -> tuple[str, str, str]:
@@ -127,23 +130,23 @@ def test_every_base_file_is_listed_in_the_kustomization() -> None:
 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed: the Python renderer is used alone")
-@pytest.mark.parametrize("name", sorted(KUSTOMIZATIONS))
+@pytest.mark.parametrize("name", sorted(RENDERED))
 def test_python_renderer_matches_kubectl_kustomize(name: str) -> None:
     ours = {key(d): d for d in rendered(name)}
-    theirs = {key(d): d for d in kubectl_render(KUSTOMIZATIONS[name])}
+    theirs = {key(d): d for d in kubectl_render(RENDERED[name])}
     assert set(ours) == set(theirs)
     for k in ours:
         assert ours[k] == theirs[k], k
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
-@pytest.mark.parametrize("name", sorted(KUSTOMIZATIONS))
+@pytest.mark.parametrize("name", sorted(RENDERED))
 def test_every_object_validates_against_the_kubernetes_openapi_schema(name: str, version: str) -> None:
     import kubernetes_validate
 
     docs = rendered(name)
     if shutil.which("kubectl"):
-        docs += kubectl_render(KUSTOMIZATIONS[name])
+        docs += kubectl_render(RENDERED[name])
     errors = []
     for d in docs:
         try:
@@ -280,3 +283,80 @@ def test_overlay_changes_what_an_overlay_must() -> None:
         d for d in base.values() if d["kind"] == "Role")["metadata"]["namespace"]
     config = next(d for d in overlay.values() if d["kind"] == "ConfigMap")["data"]
     assert config["RLHEALTH_KAFKA_BOOTSTRAP"] != "kafka.kafka.svc:9092"
+
+
+# ---------------------------------------------------------------------------------------------- source examples
+def _workload(docs: list[dict], kind: str, name: str) -> tuple[dict, dict]:
+    (w,) = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    return w, w["spec"]["template"]["spec"]
+
+
+def _ship_args(container: dict) -> list[str]:
+    assert container["args"][0] == "ship", container["name"]
+    return container["args"]
+
+
+def test_every_example_file_is_listed_and_every_source_has_one() -> None:
+    kust = yaml.safe_load((EXAMPLES / "kustomization.yaml").read_text())
+    files = {p.name for p in EXAMPLES.glob("*.yaml")} - {"kustomization.yaml"}
+    assert files == set(kust["resources"]), files ^ set(kust["resources"])
+    docs = rendered("examples")
+    gpu, gpu_pod = _workload(docs, "DaemonSet", "rlhealth-gpu-shipper")
+    assert "--gpu=nvml" in _ship_args(gpu_pod["containers"][0])
+    env = {e["name"]: e.get("value") for e in gpu_pod["containers"][0]["env"]}
+    assert env["NVIDIA_DRIVER_CAPABILITIES"] == "utility" and env["NVIDIA_VISIBLE_DEVICES"] == "all"
+    assert not any("resources" in c and "nvidia.com/gpu" in str(c["resources"]) for c in gpu_pod["containers"]), \
+        "a monitor must not allocate the GPUs it watches"
+    _job, job_pod = _workload(docs, "Job", "rl-trainer-example")
+    (sidecar,) = job_pod["initContainers"]
+    assert sidecar["restartPolicy"] == "Always"  # a native sidecar: stopped after the trainer, drained on SIGTERM
+    assert _ship_args(sidecar)[1] == "/job"
+    (job_mount,) = [m for m in sidecar["volumeMounts"] if m["name"] == "job"]
+    assert job_mount["readOnly"] is True  # the shipper never writes into the job's folder
+    _w, watch_pod = _workload(docs, "Deployment", "rlhealth-pod-watcher")
+    args = _ship_args(watch_pod["containers"][0])
+    assert "--k8s-namespace=$(TRAINING_NAMESPACE)" in args and "--k8s-selector=$(POD_SELECTOR)" in args
+    assert not any(a.startswith("--k8s-list") for a in args)  # the watch, not the list poll
+
+
+def test_examples_rbac_is_read_only_and_bound_to_the_watcher_only() -> None:
+    docs = rendered("examples")
+    assert write_verbs(docs) == []
+    (role,) = [d for d in docs if d["kind"] in ("Role", "ClusterRole")]
+    assert role["kind"] == "Role"
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
+    (binding,) = [d for d in docs if d["kind"] == "RoleBinding"]
+    (subject,) = binding["subjects"]
+    for d in docs:
+        if d["kind"] in ("Deployment", "DaemonSet", "Job", "StatefulSet"):
+            pod = d["spec"]["template"]["spec"]
+            if pod["serviceAccountName"] == subject["name"]:
+                assert d["metadata"]["name"] == "rlhealth-pod-watcher"
+            else:  # nothing else mounts a token
+                assert pod.get("automountServiceAccountToken") is False, key(d)
+
+
+def test_examples_reference_only_what_exists() -> None:
+    docs = rendered("examples")
+    base = {(d["kind"], d["metadata"]["name"]): d for d in rendered("base")}
+    config = base[("ConfigMap", "rlhealth-config")]["data"]
+    accounts = {d["metadata"]["name"] for d in docs if d["kind"] == "ServiceAccount"} | {
+        n for k, n in base if k == "ServiceAccount"}
+    for w in docs:
+        if w["kind"] not in ("Deployment", "DaemonSet", "Job", "StatefulSet"):
+            continue
+        pod = w["spec"]["template"]["spec"]
+        assert pod["serviceAccountName"] in accounts, key(w)
+        assert w["spec"].get("selector", {}).get("matchLabels", {}).items() <= \
+            w["spec"]["template"]["metadata"]["labels"].items(), key(w)
+        volumes = {v["name"] for v in pod.get("volumes", [])}
+        for c in pod["containers"] + pod.get("initContainers", []):
+            env = {e["name"] for e in c.get("env", [])}
+            for ref in c.get("envFrom", []):
+                assert ref["configMapRef"]["name"] == "rlhealth-config", key(w)
+                env |= set(config)
+            for arg in c.get("args", []) + c.get("command", []):
+                for var in re.findall(r"\$\((\w+)\)", arg):
+                    assert var in env, f"{key(w)} {c['name']}: $({var}) is not defined"
+            for vm in c.get("volumeMounts", []):
+                assert vm["name"] in volumes, key(w)

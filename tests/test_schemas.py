@@ -100,7 +100,7 @@ def test_extra_nested_field_is_rejected(sample_events):
     obj["source"]["colour"] = "blue"
     assert _reason(orjson.dumps(obj)) == "invalid_fields"
     gpu = _as_dict(next(e for e in sample_events if e.kind == "gpu_poll"))
-    gpu["gpus"][0]["temperature_c"] = 80
+    gpu["gpus"][0]["fan_speed_pct"] = 80  # not a GpuReading field
     assert _reason(orjson.dumps(gpu)) == "invalid_fields"
 
 

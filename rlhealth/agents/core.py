@@ -6,7 +6,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from rlhealth.agents import ingest, verdict
+from rlhealth.agents import ingest, training_time, verdict
 from rlhealth.agents.context import build_context
 from rlhealth.agents.findings import Finding, JobMetrics
 from rlhealth.agents.gate_liveness import gate_a
@@ -125,9 +125,25 @@ class HealthCore:
             trainer_last_step=state.trainer.last_step,
             at=now,
             gpu_util_mean=_gpu_util_mean(state),
+            training_time=training_time_of(state, now, ctx.cadence_s),
             engines={eid: tuple((s[0], s[1], s[3], s[4]) for s in w[-ENGINE_BUCKETS_IN_METRICS:])
                      for eid, w in ctx.engines_recent.items()},
         )
+
+
+_ENDED_STATES = frozenset({"succeeded", "failed", "killed"})
+
+
+def training_time_of(state: JobHealth, now: datetime, cadence_s: float | None = None) -> training_time.TrainingTime:
+    """Where the job's wall-clock time went up to `now`, or up to its end once it ended."""
+    origin = state.first_event_ts
+    if state.sched.first_running_ts is not None:
+        origin = state.sched.first_running_ts if origin is None else min(origin, state.sched.first_running_ts)
+    until = now.timestamp()
+    if (state.ended or state.sched.state in _ENDED_STATES) and state.last_event_ts is not None:
+        until = min(until, state.last_event_ts)
+    ended_attempts = tuple(a[3] for a in state.sched.attempts if a[3] is not None)
+    return training_time.summarize(state.clock, origin, until, cadence_s, ended_attempts)
 
 
 ENGINE_BUCKETS_IN_METRICS = 5  # ~5 minutes of each engine's stats per metric point

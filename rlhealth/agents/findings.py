@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from rlhealth.agents.training_time import TrainingTime
+
 
 @dataclass(frozen=True, slots=True)
 class Finding:
@@ -49,6 +51,7 @@ class JobMetrics:
     trainer_last_step: int | None = None
     at: datetime | None = None  # the judging time these values are as of
     gpu_util_mean: float | None = None  # mean utilisation (%) over every GPU's latest poll
+    training_time: TrainingTime | None = None  # effective training time: productive vs lost seconds
     # engine id -> its newest ~1-minute stats buckets (start time, generation tok/s, running, waiting), dated
     # by the lines, so a silent engine's series stops instead of repeating its last value; a few buckets
     # per point so points a few minutes apart still give every bucket

@@ -11,7 +11,7 @@ import math
 import re
 from datetime import datetime
 
-from rlhealth.agents import roles
+from rlhealth.agents import roles, training_time
 from rlhealth.agents.coherence import incoherence_reason, trial_incoherence
 from rlhealth.agents.failures import BENIGN_EXCEPTIONS, failure_class_of, is_consequence
 from rlhealth.agents.findings import Finding
@@ -478,6 +478,7 @@ def _trainer_progress(state: JobHealth, sig: str, f: dict, ts: float | None, ev:
             if tr.last_step is None or step != tr.last_step:
                 push_capped(tr.step_ts, (ts, step), MAX_STEP_HISTORY)
             tr.last_step = step if tr.last_step is None else max(tr.last_step, step)
+            training_time.note_step(state.clock, ts, step)
     elif sig == "trainer_metrics":
         _trainer_metrics(state, f, ts, ev)
 
@@ -499,21 +500,36 @@ def _as_int(v: object) -> int | None:
     return None
 
 
+# A step's own wall time in trainer metric dicts (verl prints it on every step line).
+_STEP_TIME_KEYS = frozenset({"timing_s/step", "timing/step", "time/step", "step_time", "train/step_time"})
+
+
+def _step_time(pairs: list[tuple[str, str]]) -> float | None:
+    for key, value in pairs:
+        if key.lower() in _STEP_TIME_KEYS:
+            v = float(value.replace("Infinity", "inf"))
+            return v if math.isfinite(v) else None
+    return None
+
+
 def _trainer_metrics(state: JobHealth, f: dict, ts: float | None, ev: Ev) -> None:
     """Loss, grad norm and entropy from WANDB_MIRROR JSON or SkyRL's printed stats dict (both key: number)."""
     raw = f.get("metrics")
     step = _as_int(f.get("step"))
+    pairs = _METRIC_PAIR_RE.findall(raw) or _BARE_PAIR_RE.findall(raw) if isinstance(raw, str) else []
     if step is not None and ts is not None:
         tr = state.trainer
         if tr.last_step is None or step > tr.last_step:
             push_capped(tr.step_ts, (ts, step), MAX_STEP_HISTORY)
             tr.last_step = step
+            training_time.note_step(state.clock, ts, step, _step_time(pairs))
+        elif step == tr.last_step and (duration := _step_time(pairs)) is not None:
+            training_time.note_duration(state.clock, step, duration)  # the step line came first
     if not isinstance(raw, str) or ts is None:
         return
     hist = state.metrics
     seen: set[str] = set()
     nonfinite_line = False
-    pairs = _METRIC_PAIR_RE.findall(raw) or _BARE_PAIR_RE.findall(raw)
     for key, value in pairs:
         lk = key.lower().replace(" ", "_")
         v = float(value.replace("Infinity", "inf"))
@@ -603,6 +619,11 @@ def step_gpu_poll(state: JobHealth, poll: GpuPoll, now: datetime) -> None:
         gh.spin_since = ts if gh.spin_since is None else gh.spin_since
     else:
         gh.spin_since = None
+    # Xids NVML reported (the kernel log may be out of reach in a pod): the same record a dmesg line gives
+    for i, g in enumerate(poll.gpus[:MAX_GPUS_PER_HOST]):
+        for code in g.xids[:4]:
+            push_capped(state.xids, (ts, host, code, f"NVML: Xid {code} on GPU {g.index if g.index is not None else i}"
+                                                     f"{f' ({g.uuid})' if g.uuid else ''}"), MAX_TRACEBACKS)
     for err in poll.errors[:4]:
         if err not in gh.errors:
             push_capped(gh.errors, err[:300], 4)
@@ -700,12 +721,17 @@ def step_job_state(state: JobHealth, poll: JobStatePoll, now: datetime) -> None:
     sc.pods = poll.pods if poll.pods is not None else sc.pods
     sc.failure_count = poll.failure_count if poll.failure_count is not None else sc.failure_count
     sc.preemption_count = poll.preemption_count if poll.preemption_count is not None else sc.preemption_count
+    if poll.attempt is not None and sc.attempt is not None and poll.attempt != sc.attempt:
+        training_time.note_restart(state.clock, ts)
     sc.attempt = poll.attempt if poll.attempt is not None else sc.attempt
     sc.max_retries = poll.max_retries if poll.max_retries is not None else sc.max_retries
     sc.scheduler = poll.scheduler or sc.scheduler
     if poll.state == "running" and sc.first_running_ts is None:
         sc.first_running_ts = ts
     if poll.attempts:
+        for a in poll.attempts[-16:]:
+            if a.ended_at is not None:
+                training_time.note_restart(state.clock, a.ended_at.timestamp())
         sc.attempts = [
             (a.attempt, a.terminal_state, a.exit_code, _ts(a.ended_at), (a.error or "")[:400])
             for a in poll.attempts[-16:]
@@ -720,6 +746,7 @@ def step_job_state(state: JobHealth, poll: JobStatePoll, now: datetime) -> None:
             if sc.step_at_first_restart is None:
                 sc.step_at_first_restart = state.trainer.last_step
             push_capped(sc.restart_history, (round(ts), restarts), 8)
+            training_time.note_restart(state.clock, ts)  # at the poll that first shows it: its upper bound
     for pod in poll.pod_statuses[:64]:
         sc.max_pod_restarts = max(sc.max_pod_restarts, pod.restart_count)
         for reason in pod.reasons[:4]:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rlhealth.agents.reasons import Code, Culprit, GateResult, Reason, RestartResult, Why
+from rlhealth.agents.training_time import TrainingTime
 
 
 def age(seconds: float | None) -> str:
@@ -386,3 +387,10 @@ FAMILY_NAMES = {
     "engine_throughput": "engine throughput", "restart_history": "restart history", "config_log": "engine config",
     "trial_log": "rollout worker logs", "progress_log": "progress lines",
 }
+
+
+def training_time_text(tt: TrainingTime) -> str:
+    """One line: the effective training time and where the rest of the wall-clock time went."""
+    ratio = "unknown (no timed trainer steps)" if tt.ratio is None else f"{tt.ratio:.0%}"
+    parts = [f"{name.replace('_', '-')} {age(seconds)}" for name, seconds in tt.as_dict().items() if seconds >= 1]
+    return f"effective training time: {ratio} of {age(tt.wall_s)}" + (f" ({'; '.join(parts)})" if parts else "")

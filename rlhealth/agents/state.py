@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import msgspec
 
+from rlhealth.agents.training_time import TrainingClock
+
 STATE_VERSION = 2
 
 # Caps: each one bounds a buffer that would otherwise grow with the job's age or chattiness.
@@ -214,6 +216,8 @@ class JobHealth(msgspec.Struct):
     # Lines already folded per shipped file ("stream\0file_id" -> sorted disjoint [first, end) line
     # ranges): a resent batch changes nothing (see ingest.drop_folded_lines).
     folded: dict[str, list[tuple[int, int]]] = msgspec.field(default_factory=dict)
+    # Effective training time: productive step time vs bring-up, stalls and failures (training_time.py).
+    clock: TrainingClock = msgspec.field(default_factory=TrainingClock)
 
     def to_bytes(self) -> bytes:
         return _ENCODER.encode(self)

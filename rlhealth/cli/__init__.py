@@ -10,7 +10,7 @@ import importlib
 
 import click
 
-from rlhealth import __version__
+from rlhealth import __version__, settings
 
 # command name -> "module:attribute"; modules are imported lazily when the command runs.
 COMMANDS: dict[str, str] = {
@@ -63,7 +63,11 @@ class LazyGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> object:
         try:
+            settings.load()  # a malformed RLHEALTH_* variable: one line naming it, before any work
             return super().invoke(ctx)
+        except settings.SettingsError as exc:
+            click.echo(f"rlhealth: bad environment: {exc}", err=True)
+            ctx.exit(2)
         except Exception as exc:
             # A Kafka client error (broker gone mid-run, timeouts): one line and exit 2, no traceback.
             if type(exc).__module__.split(".")[0] in ("kafka", "aiokafka"):
@@ -76,6 +80,15 @@ class LazyGroup(click.Group):
         rows = [(name, HELP.get(name, "")) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from rlhealth.schemas.kafka_security import ENV as KAFKA_SECURITY_ENV
+
+        rows = [tuple(line.split(": ", 1)) for line in settings.describe().splitlines()]
+        rows += [(name, f"Kafka security: {field.replace('_', ' ')} (see each command's --kafka-* options)")
+                 for field, name in KAFKA_SECURITY_ENV.items()]
+        with formatter.section("Environment (command-line options win)"):
+            formatter.write_dl(rows)  # type: ignore[arg-type]
 
 
 def _not_yet(name: str) -> click.Command:

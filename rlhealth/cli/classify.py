@@ -246,7 +246,7 @@ def classify(files: tuple[Path, ...], fmt: str, rules_dirs: tuple[str, ...], eng
         except OSError as exc:
             stats.errors += 1
             click.echo(f"rlhealth classify: {f}: {exc.strerror or exc}", err=True)
-    summary = stats.as_dict()
+    summary: dict[str, object] = dict(stats.as_dict())
     summary["engine"] = clf.engine
     click.echo("summary " + orjson.dumps(summary).decode(), err=True)
     if stats.errors:

@@ -8,6 +8,8 @@ from typing import Any
 
 import click
 
+from rlhealth import settings
+
 BOOTSTRAP_ENV = "RLHEALTH_KAFKA_BOOTSTRAP"
 CONNECT_TIMEOUT_ENV = "RLHEALTH_KAFKA_CONNECT_TIMEOUT"
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
@@ -61,12 +63,7 @@ def require_reachable(value: str) -> None:
     """Fail fast, in one line, when no broker answers: not a 30 s hang and a client traceback.
 
     Called once every option is parsed and checked (so a usage error is reported first)."""
-    import os
-
-    try:
-        timeout = float(os.environ.get(CONNECT_TIMEOUT_ENV, "") or DEFAULT_CONNECT_TIMEOUT_S)
-    except ValueError:
-        timeout = DEFAULT_CONNECT_TIMEOUT_S
+    timeout = settings.load().kafka_connect_timeout
     error = wait_reachable(value, timeout)
     if error is not None:
         ctx = click.get_current_context()

@@ -87,6 +87,7 @@ def probe(capture: Path, now_text: str | None, fmt: str, db: Path | None, rules_
     rlhealth recommends; it never kills. Replays the capture through the health core in
     event-time order, with no Kafka and no cluster.
     """
+    from rlhealth.agents.render import training_time_text
     from rlhealth.embedded import probe as run_probe
     from rlhealth.embedded import stderr_is_tty
     from rlhealth.runtime import build_core
@@ -132,10 +133,11 @@ def probe(capture: Path, now_text: str | None, fmt: str, db: Path | None, rules_
         if meter is not None:
             meter.close()
     v = result.verdict
+    metrics = core.metrics(result.state, v.produced_at, last=v)
     if store is not None:
         store.add_verdict(v)
         store.add_problems(v.job_id, result.problems)
-        store.add_metrics(core.metrics(result.state, v.produced_at, last=v))
+        store.add_metrics(metrics)
         store.flush()
         if store.dropped["verdicts"]:
             click.echo(f"rlhealth probe: {db}: this verdict (job {v.job_id}, seq {v.seq}) was already stored",
@@ -153,6 +155,8 @@ def probe(capture: Path, now_text: str | None, fmt: str, db: Path | None, rules_
         click.echo(v.model_dump_json(indent=2))
     else:
         click.echo(render_text(v))
+        if metrics.training_time is not None:
+            click.echo(training_time_text(metrics.training_time))
         for p in result.problems:
             click.echo(f"note: {p.path}: {p.problem}: {p.note}", err=True)
     sys.exit(EXIT_KILL if v.verdict == "KILL" else EXIT_NO_KILL)

@@ -7,13 +7,13 @@ directories `load_rules` reads, including ``$RLHEALTH_RULES_DIRS``).
 
 from __future__ import annotations
 
-import os
 import tomllib
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from rlhealth import settings
 from rlhealth.agents.signals import Catalog, XidEntry, parse_signal_table
 
 __all__ = ["load_catalog", "parse_remediations", "parse_xid"]
@@ -50,7 +50,7 @@ def _texts(extra_dirs: Sequence[Path], use_env: bool) -> dict[str, list[tuple[st
     }
     dirs = [Path(d) for d in extra_dirs]
     if use_env:
-        dirs.extend(Path(p) for p in os.environ.get("RLHEALTH_RULES_DIRS", "").split(":") if p)
+        dirs.extend(settings.load().rules_dir_list())
     for d in dirs:
         for name in _FILES:
             p = d / name

@@ -33,7 +33,6 @@ different packs are reported by :func:`check_rules`.
 
 from __future__ import annotations
 
-import os
 import re
 import tomllib
 from collections.abc import Iterable, Sequence
@@ -41,6 +40,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from rlhealth import settings
 from rlhealth.agents.signatures import (
     GATES,
     KINDS,
@@ -139,8 +139,7 @@ def load_rules(extra_dirs: Sequence[Path] = (), *, include_shipped: bool = True,
         sources.extend(_shipped())
     dirs = [Path(d) for d in extra_dirs]
     if use_env:
-        env = os.environ.get(ENV_VAR, "")
-        dirs.extend(Path(p) for p in env.split(":") if p)
+        dirs.extend(settings.load().rules_dir_list())
     for d in dirs:
         sources.extend(_dir_files(d))
     packs: dict[str, tuple[str, list[Rule]]] = {}
@@ -260,11 +259,11 @@ def check_rules(ruleset: RuleSet) -> list[str]:
     examples: list[str] = []
     owners: list[tuple[int, bool]] = []  # (rule index, should match)
     for i, r in enumerate(ruleset.rules):
-        for ex in r.match:
-            examples.append(ex)
+        for text in r.match:
+            examples.append(text)
             owners.append((i, True))
-        for ex in r.no_match:
-            examples.append(ex)
+        for text in r.no_match:
+            examples.append(text)
             owners.append((i, False))
     results: dict[str, set[tuple[int, int]]] = {}
     for eng in engines:

@@ -19,6 +19,7 @@ from rlhealth.schemas.events import (
     PodStatus,
     RolloutSpec,
     ShipperHeartbeat,
+    SourceStat,
     TrialEvent,
 )
 from rlhealth.schemas.verdict import (
@@ -61,6 +62,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "ShipperHeartbeat",
     "Source",
+    "SourceStat",
     "TrialEvent",
     "HeldChange",
     "Verdict",

@@ -60,6 +60,11 @@ class GpuReading(Model):
     mem_used_mib: float | None = None
     mem_total_mib: float | None = None
     power_w: float | None = None
+    temperature_c: float | None = None
+    ecc_uncorrected: int | None = Field(default=None, ge=0,
+                                        description="uncorrected ECC errors since the driver loaded (volatile)")
+    xids: list[int] = Field(default_factory=list, max_length=16,
+                            description="Xid codes the driver reported for this GPU since the last poll (NVML events)")
 
 
 class ComputeApp(Model):
@@ -183,6 +188,16 @@ class JobSpec(EventBase):
     config: dict[str, Any] = Field(default_factory=dict, description="other resolved-config facts, flat dotted keys")
 
 
+class SourceStat(Model):
+    """What one live source of a shipper (nvml, sacct, pod watch, ...) received, sent and failed so far."""
+
+    name: str = Field(max_length=200)
+    received: int = Field(default=0, ge=0, description="events the source produced")
+    sent: int = Field(default=0, ge=0, description="events delivered (acknowledged or spooled)")
+    failed: int = Field(default=0, ge=0, description="polls that failed (command missing, API error, ...)")
+    last_error: str | None = Field(default=None, max_length=500)
+
+
 class ShipperHeartbeat(EventBase):
     """A shipper says it is alive and which sources it follows, so silence can be told apart."""
 
@@ -193,6 +208,8 @@ class ShipperHeartbeat(EventBase):
     stopping: bool = False
     behind: bool = Field(default=False, description="the shipper has a backlog (unread log bytes or a spool)")
     lag_bytes: int | None = Field(default=None, ge=0, description="log bytes written and not yet delivered")
+    source_stats: list[SourceStat] = Field(default_factory=list, max_length=64,
+                                           description="counters of the live sources beside the job folder")
 
 
 class JobEnded(EventBase):

@@ -21,10 +21,11 @@ Environment:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+
+from rlhealth import settings
 
 DEFAULT_PARTITIONS = 12
 PARTITIONS_ENV = "RLHEALTH_PARTITIONS"
@@ -115,20 +116,12 @@ TOPIC_SPECS: tuple[TopicSpec, ...] = (
 
 
 def env_partitions() -> int:
-    raw = os.environ.get(PARTITIONS_ENV, "").strip()
-    if not raw:
-        return DEFAULT_PARTITIONS
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{PARTITIONS_ENV}={raw!r} is not an integer") from None
-    if value < 1:
-        raise ValueError(f"{PARTITIONS_ENV} must be >= 1, got {value}")
-    return value
+    """$RLHEALTH_PARTITIONS (validated by rlhealth.settings), else 12."""
+    return settings.load().partitions
 
 
 def env_prefix() -> str:
-    return os.environ.get(PREFIX_ENV, "")
+    return settings.load().topic_prefix
 
 
 @dataclass(frozen=True)

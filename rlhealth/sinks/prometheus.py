@@ -303,14 +303,16 @@ class SnapshotCollector(Collector):
     """Vector-style component counters of one process (the shipper), read at scrape time.
 
     `snapshot()` returns ``{name: value}`` or ``{name: {label_value: value}}`` for one label
-    (``label``); names ending in ``_total`` are counters, the others gauges. Metric names get the
+    (``label``), or ``{name: {(value, ...): value}}`` for the label names `labels[name]` gives;
+    names ending in ``_total`` are counters, the others gauges. Metric names get the
     ``rlhealth_shipper_`` prefix."""
 
-    def __init__(self, snapshot: Callable[[], dict[str, float | dict[str, float]]], label: str = "reason",
-                 prefix: str = "rlhealth_shipper_") -> None:
+    def __init__(self, snapshot: Callable[[], dict[str, Any]], label: str = "reason",
+                 prefix: str = "rlhealth_shipper_", labels: dict[str, tuple[str, ...]] | None = None) -> None:
         self.snapshot = snapshot
         self.label = label
         self.prefix = prefix
+        self.labels = labels or {}
 
     def collect(self) -> Iterator[Metric]:
         for name, value in sorted(self.snapshot().items()):
@@ -318,22 +320,22 @@ class SnapshotCollector(Collector):
             family: CounterMetricFamily | GaugeMetricFamily
             is_counter = name.endswith("_total")
             base = full[: -len("_total")] if is_counter else full
-            labels = [self.label] if isinstance(value, dict) else []
+            labels = list(self.labels.get(name, (self.label,))) if isinstance(value, dict) else []
             if is_counter:
                 family = CounterMetricFamily(base, name.replace("_", " "), labels=labels)
             else:
                 family = GaugeMetricFamily(base, name.replace("_", " "), labels=labels)
             if isinstance(value, dict):
                 for lv, v in sorted(value.items()):
-                    family.add_metric([lv], float(v))
+                    family.add_metric(list(lv) if isinstance(lv, tuple) else [lv], float(v))
             else:
                 family.add_metric([], float(value))
             yield family
 
 
-def serve_snapshot(snapshot: Callable[[], dict[str, float | dict[str, float]]], port: int,
-                   addr: str = "127.0.0.1") -> int:
+def serve_snapshot(snapshot: Callable[[], dict[str, Any]], port: int,
+                   addr: str = "127.0.0.1", labels: dict[str, tuple[str, ...]] | None = None) -> int:
     """Serve a `SnapshotCollector` on its own registry; returns the bound port."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SnapshotCollector(snapshot))
+    registry.register(SnapshotCollector(snapshot, labels=labels))
     return serve(port, addr, registry)

@@ -30,6 +30,7 @@ Choices worth knowing (see also the logfiles / harbor / nvidia_smi / kubectl / s
 
 from __future__ import annotations
 
+import functools
 import heapq
 import os
 import stat
@@ -40,7 +41,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from rlhealth.agents.signatures import Classifier
 from rlhealth.schemas.common import EventBase, Source
@@ -117,7 +118,7 @@ def parse_state_line(line: str | bytes, *, job_id: str, source: Source, schedule
         attempt=obj.get("attempt"),
         max_retries=obj.get("max_retries"),
         attempts=[_redacted_attempt(a) for a in obj.get("attempts") or []],
-        scheduler=scheduler if scheduler in _SCHEDULERS else None,  # type: ignore[arg-type]
+        scheduler=scheduler if scheduler in _SCHEDULERS else None,
     )
 
 
@@ -358,16 +359,17 @@ class Capture:
             except (OSError, ValueError) as exc:
                 self._problem("job.json", "parse_error", None, f"job.json ignored: {str(exc)[:200]}")
                 obj = {}
-            models = {"model": ModelSpec, "hardware": HardwareSpec, "geometry": GeometrySpec, "rollout": RolloutSpec}
+            models: dict[str, type[BaseModel]] = {"model": ModelSpec, "hardware": HardwareSpec,
+                                                  "geometry": GeometrySpec, "rollout": RolloutSpec}
             for k, v in obj.items():
                 if k in models:
                     try:
                         fields[k] = models[k].model_validate(v).model_dump(exclude_none=True, exclude_defaults=True)
                     except ValidationError as exc:
-                        err = exc.errors()[0]
-                        where = ".".join(str(x) for x in (k, *err["loc"]))
+                        detail = exc.errors()[0]
+                        where = ".".join(str(x) for x in (k, *detail["loc"]))
                         self._problem("job.json", "parse_error", None,
-                                      f"job.json {k} ignored: {where}={err.get('input')!r}: {err['msg']}")
+                                      f"job.json {k} ignored: {where}={detail.get('input')!r}: {detail['msg']}")
                 elif k in ("expected_step_s", "new_or_untested", "max_retries", "enforce_eager", "started_at",
                            "config"):
                     fields[k] = v
@@ -606,7 +608,7 @@ class Capture:
         # into lines): share a fixed budget between them so RSS stays bounded.
         self._chunk_bytes = chunk_bytes_for(len(log_files))
         legs_by_id = slurm.leg_index(chain) if chain else slurm_leg_order(rels)
-        iters: list[Iterable[EventBase]] = [lst for lst in eager if lst]
+        iters: list[list[EventBase] | _Peeked] = [lst for lst in eager if lst]
         for f, rel in zip(log_files, rels):
             if f.name.endswith(_SKIP_LOG_SUFFIXES):
                 self._problem(rel, "unreadable", "A", "compressed log not read; decompress it into the capture")
@@ -617,11 +619,11 @@ class Capture:
                 mtime = info.captured_at
             fb_time = mtime if mtime <= info.captured_at else window_start
             src = source_for(rel, cluster=info.cluster, shipper=SHIPPER, leg_index=legs_by_id)
-            it = self._log_iter(f, src, lambda t=fb_time: t, open_log)
+            it = self._log_iter(f, src, functools.partial(_constant, fb_time), open_log)
             first = next(it, None)
             if first is not None:
                 iters.append(_Peeked(first, it))
-        heads = [lst[0] if isinstance(lst, list) else lst.first for lst in iters]  # type: ignore[union-attr]
+        heads = [lst[0] if isinstance(lst, list) else lst.first for lst in iters]
         start = min((h.event_time for h in heads), default=info.captured_at)
         spec = self.job_spec(start)
         counts = self.stats.events
@@ -646,3 +648,7 @@ def open_capture(path: Path | str, *, batch_lines: int = 500, prefilter: Classif
 
 __all__ = ["Capture", "CaptureError", "CaptureInfo", "CaptureStats", "SourceProblem", "open_capture",
            "parse_state_line", "pod_snapshot_poll", "read_capture_info", "unsafe_reason"]
+
+
+def _constant(value: datetime) -> datetime:
+    return value

@@ -1,4 +1,4 @@
-"""Live pod statuses from the Kubernetes API. The only module that imports the `kubernetes` client.
+"""Live pod statuses from the Kubernetes API by listing (`ship --k8s-list`; the watch is `pod_watch`).
 
 `pod_statuses(namespace, label_selector)` lists the job's pods with CoreV1Api and returns one
 `JobStatePoll` with `pod_statuses` filled. The raw JSON (`_preload_content=False`) goes through

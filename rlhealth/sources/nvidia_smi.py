@@ -4,7 +4,8 @@ The capture reader feeds whole `gpu/<host>.csv` files through `GpuCsvParser`; th
 `NvidiaSmiPoller` runs nvidia-smi (through an injectable runner) and parses its output the same
 way. Format facts handled here:
 
-* separator ", "; a header line may repeat at every poll; ``--format=csv,noheader`` files have
+* separator ", " (read with the csv module: a quoted cell may hold a comma); a header line may
+  repeat at every poll; ``--format=csv,noheader`` files have
   none (the column order of `GPU_QUERY` is then assumed);
 * cells carry units ("97 %", "70371 MiB", "587.47 W") unless ``nounits``; special values are
   bracketed (``[N/A]``, ``[Not Supported]``, ``[Unknown Error]``, ...) or bare ``N/A``: all -> None;
@@ -21,20 +22,25 @@ way. Format facts handled here:
 from __future__ import annotations
 
 import bisect
+import csv
 import re
 import subprocess
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
-from typing import Protocol
 
-from rlhealth.schemas.common import Source
+from rlhealth.schemas.common import EventBase, Source
 from rlhealth.schemas.events import ComputeApp, GpuPoll, GpuReading
+from rlhealth.sources.live import Runner, RunResult, SourceCounters, subprocess_runner
 
+# The column order of capture files written with `noheader` (kept: old captures depend on it).
 GPU_QUERY = "timestamp,index,uuid,utilization.gpu,memory.used,memory.total,power.draw"
+# The live poll asks for more (its output has a header, so the columns are read from it): the
+# fields NVML gives too, so both GPU sources produce the same readings.
+LIVE_GPU_QUERY = GPU_QUERY + ",temperature.gpu,ecc.errors.uncorrected.volatile.total"
 APPS_QUERY = "timestamp,gpu_uuid,pid,process_name,used_memory"
-GPU_COMMAND = ["nvidia-smi", f"--query-gpu={GPU_QUERY}", "--format=csv"]
+GPU_COMMAND = ["nvidia-smi", f"--query-gpu={LIVE_GPU_QUERY}", "--format=csv"]
 APPS_COMMAND = ["nvidia-smi", f"--query-compute-apps={APPS_QUERY}", "--format=csv"]
 
 POLL_GROUP_S = 2.0
@@ -53,6 +59,8 @@ _GPU_FIELDS = {
     "power.draw": "power_w",
     "power.draw.instant": "power_w",
     "power.draw.average": "power_w",
+    "temperature.gpu": "temperature_c",
+    "ecc.errors.uncorrected.volatile.total": "ecc_uncorrected",
 }
 _APP_FIELDS = {
     "timestamp": "timestamp",
@@ -73,6 +81,11 @@ _ERROR_RE = re.compile(
     re.IGNORECASE,
 )
 _TS_RE = re.compile(r"^(\d{4})[/-](\d{2})[/-](\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?$")
+
+
+def split_cells(line: str) -> list[str]:
+    """One CSV line of nvidia-smi output -> its cells (", " separated; quotes honoured)."""
+    return next(csv.reader([line], skipinitialspace=True), [])
 
 
 def _header_name(cell: str) -> str:
@@ -189,7 +202,8 @@ class GpuCsvParser:
         s = line.strip().strip("\ufeff")
         if not s or s.startswith("#"):
             return []
-        cells = s.split(",")
+        cells = split_cells(s)
+        out: list[GpuPoll]
         # A header has no number in it; checked first because a data row stops that test at its
         # first number, before any header name is parsed.
         if not any(parse_number(c) is not None for c in cells):
@@ -213,7 +227,7 @@ class GpuCsvParser:
                 self._bad(s)
                 return []
         idx = _int(values["index"]) if "index" in values else None
-        out: list[GpuPoll] = []
+        out = []
         g = self._group
         if g.gpus and (
             (idx is not None and idx in g.indexes)
@@ -231,6 +245,8 @@ class GpuCsvParser:
                 mem_used_mib=parse_number(values["mem_used_mib"]) if "mem_used_mib" in values else None,
                 mem_total_mib=parse_number(values["mem_total_mib"]) if "mem_total_mib" in values else None,
                 power_w=parse_number(values["power_w"]) if "power_w" in values else None,
+                temperature_c=parse_number(values["temperature_c"]) if "temperature_c" in values else None,
+                ecc_uncorrected=_int(values["ecc_uncorrected"]) if "ecc_uncorrected" in values else None,
             )
         )
         if idx is not None:
@@ -298,7 +314,7 @@ def parse_compute_apps_csv(text: str, tz: tzinfo = UTC) -> AppsParse:
         s = line.strip().strip("\ufeff")
         if not s or s.startswith("#"):
             continue
-        cells = s.split(",")
+        cells = split_cells(s)
         names = [_header_name(c) for c in cells]
         if any(n in _APP_FIELDS for n in names) and not any(parse_number(c) is not None for c in cells):
             columns = [_APP_FIELDS.get(n, n) for n in names]
@@ -364,27 +380,12 @@ def attach_apps(polls: list[GpuPoll], groups: Sequence[AppGroup], tolerance_s: f
 # -- live poller ---------------------------------------------------------------------------
 
 
-class RunResult(Protocol):
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-Runner = Callable[[list[str]], RunResult]
-
-
-def subprocess_runner(timeout_s: float = 30.0) -> Runner:
-    def run(cmd: list[str]) -> RunResult:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
-
-    return run
-
-
 class NvidiaSmiPoller:
     """Runs nvidia-smi every `interval_s` and emits one `GpuPoll` per run through `emit`.
 
     A missing binary, a timeout or a non-zero exit is reported in `GpuPoll.errors` (a poll that
-    could not see the GPUs is evidence, not a crash).
+    could not see the GPUs is evidence, not a crash) and counted in `counters` (it is also a
+    `live.LiveSource`: `poll()` for the shipper).
     """
 
     def __init__(
@@ -406,19 +407,26 @@ class NvidiaSmiPoller:
         self.clock = clock or (lambda: datetime.now(UTC))
         self.with_apps = with_apps
         self.source = source or Source(host=host, stream="nvidia-smi", shipper=shipper)
+        self.name = "nvidia-smi"
+        self.counters = SourceCounters()
 
     def _run(self, cmd: list[str]) -> tuple[str, list[str]]:
         try:
             r = self.runner(cmd)
         except FileNotFoundError:
+            self.counters.fail("command_not_found", f"{cmd[0]}: command not found")
             return "", [f"{cmd[0]}: command not found"]
         except subprocess.TimeoutExpired:
+            self.counters.fail("timeout", f"{cmd[0]} timed out")
             return "", [f"{cmd[0]} timed out"]
         except OSError as exc:
+            self.counters.fail("os_error", f"{cmd[0]}: {exc}")
             return "", [f"{cmd[0]}: {exc}"[:500]]
         errors = [ln.strip() for ln in (r.stderr or "").splitlines() if ln.strip()]
         if r.returncode != 0 and not errors:
             errors.append(f"nvidia-smi exited with status {r.returncode}")
+        if r.returncode != 0:
+            self.counters.fail("exit_status", errors[0])
         return r.stdout or "", errors
 
     def poll_once(self) -> GpuPoll:
@@ -449,8 +457,15 @@ class NvidiaSmiPoller:
             apps=apps[:MAX_APPS],
             errors=errors[:MAX_ERRORS],
         )
+        self.counters.received += 1
         self.emit(poll)
         return poll
+
+    def poll(self) -> list[EventBase]:
+        return [self.poll_once()]
+
+    def close(self) -> None:
+        pass
 
     def run(self, interval_s: float, stop: threading.Event) -> None:
         """Poll until `stop` is set."""
@@ -462,14 +477,18 @@ class NvidiaSmiPoller:
 __all__ = [
     "APPS_COMMAND",
     "GPU_COMMAND",
+    "LIVE_GPU_QUERY",
     "AppGroup",
     "AppsParse",
     "GpuCsvParser",
     "NvidiaSmiPoller",
+    "RunResult",
+    "Runner",
     "attach_apps",
     "parse_compute_apps_csv",
     "parse_nvidia_smi_csv",
     "parse_number",
     "parse_smi_timestamp",
+    "split_cells",
     "subprocess_runner",
 ]

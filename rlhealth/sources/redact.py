@@ -38,8 +38,9 @@ value under a secret-looking key name (`secret_key_name`) and secrets inside any
 
 from __future__ import annotations
 
-import os
 import re
+
+from rlhealth import settings
 
 MASK = "[REDACTED]"
 
@@ -116,8 +117,7 @@ MARKERS: tuple[bytes, ...] = (
 # `NAME=value`, `name: value`, `"name": "value"` (also as the last segment of a longer name) and
 # `--name value` are masked, and config keys of that name too.
 EXTRA_NAMES: tuple[str, ...] = tuple(
-    n.strip() for n in os.environ.get("RLHEALTH_REDACT_NAMES", "").split(",")
-    if re.fullmatch(r"[A-Za-z0-9_.-]+", n.strip()))
+    n for n in settings.load().redact_name_list() if re.fullmatch(r"[A-Za-z0-9_.-]+", n))
 if EXTRA_NAMES:
     _names = _ci(b"(?:" + b"|".join(re.escape(n).encode() for n in EXTRA_NAMES) + b")")
     MARKERS = (*MARKERS,

@@ -142,7 +142,7 @@ def spec_facts(flat: dict[str, Any]) -> dict[str, Any]:
         hit = _by_last(flat, names, prefer=("generator", "harbor", "rollout"))
         if hit:
             put("rollout", field, _as_int(hit[1]))
-    for field, names, conv in (
+    for field, conv_names, conv in (
         ("num_inference_engines", ("num_inference_engines", "vllm_num_engines"), _as_int),
         (
             "engine_tp",
@@ -157,7 +157,7 @@ def spec_facts(flat: dict[str, Any]) -> dict[str, Any]:
         ("engine_ep", ("inference_engine_expert_parallel_size",), _as_int),
         ("colocated", ("colocate_all",), _as_bool),
     ):
-        hit = _by_last(flat, names, prefer=("generator", "rollout"))
+        hit = _by_last(flat, conv_names, prefer=("generator", "rollout"))
         if hit:
             put("geometry", field, conv(hit[1]))
     for key in ("trainer.policy.model.path", "actor_rollout_ref.model.path", "model.path", "pretrain",

@@ -6,6 +6,11 @@ the broker or safely spooled), so the same loop feeds Kafka in production and a 
 checkpoints that advance only after `deliver` returned True, rotation and copytruncate handled,
 a backlog read in bounded steps (`more` says another tick should follow at once). Secrets are
 redacted by the readers before an event is built.
+
+Live sources beside the folder (`sources=`: NVML or nvidia-smi, sacct, the pod watch, a state
+command; see `live.LiveSource`) are polled every tick under the same contract: their GPU and state
+polls pass the same restart watermarks as the folder's, what they received, sent and failed is
+counted per source, and every heartbeat lists them with their counters.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from pathlib import Path
 
 from rlhealth.schemas import EventBase, GpuPoll, JobSpec, JobStatePoll, ShipperHeartbeat, Source, TrialEvent
 from rlhealth.sources.follow import CaptureFollower
+from rlhealth.sources.live import LiveSource, PollSource, source_stat
 from rlhealth.sources.logship import CheckpointStore, LogFollower, Mark
 
 MAX_TRIAL_KEYS = 50_000  # trial:phase keys remembered across restarts
@@ -47,7 +53,7 @@ class FolderShipper:
                  shipper_id: str | None = None, interval_s: float = 15.0, clock: Callable[[], datetime] = _utc_now,
                  extra_polls: list[Callable[[], EventBase | None]] | None = None, batch_lines: int = 500,
                  state_dir: Path | None = None, max_bytes_per_tick: int = 8 << 20,
-                 behind_bytes: int = 64 << 20) -> None:
+                 behind_bytes: int = 64 << 20, sources: list[LiveSource] | None = None) -> None:
         self.follower = CaptureFollower(path, job_id=job_id, clock=clock, batch_lines=batch_lines, logs=False)
         self.job_id = self.follower.info.job_id
         if deliver is None:
@@ -58,7 +64,8 @@ class FolderShipper:
         self.clock = clock
         self.interval_s = interval_s
         self.shipper_id = shipper_id or f"{socket.gethostname()}:{Path(path).name}"
-        self.extra_polls = extra_polls or []
+        self.sources: list[LiveSource] = list(sources or [])
+        self.sources.extend(PollSource(f"poll-{i}", p) for i, p in enumerate(extra_polls or []))
         self.counters = ShipperCounters()
         self.store = CheckpointStore(state_dir)
         self.logs = LogFollower(path, job_id=self.job_id, store=self.store, cluster=self.follower.info.cluster,
@@ -94,12 +101,18 @@ class FolderShipper:
     def tick(self) -> int:
         """Deliver new events and a heartbeat; commit the log checkpoints once they were delivered."""
         self.counters.polls += 1
-        events = self.follower.poll()
-        for poll in self.extra_polls:
-            extra = poll()
-            if extra is not None:
-                events.append(extra)
-        events = [e for e in events if self._fresh(e)]
+        events = [e for e in self.follower.poll() if self._fresh(e)]
+        by_source: list[tuple[LiveSource, int]] = []  # (source, how many of its events are in `events`)
+        for src in self.sources:
+            try:
+                got = src.poll()
+            except Exception as exc:  # noqa: BLE001 - the contract says poll() never raises; count it if it does
+                src.counters.fail(type(exc).__name__, f"{type(exc).__name__}: {exc}")
+                got = []
+            fresh = [e for e in got if self._fresh(e)]
+            src.counters.discarded += len(got) - len(fresh)  # delivered before a restart
+            events.extend(fresh)
+            by_source.append((src, len(fresh)))
         logged = self.logs.poll()
         marks: list[Mark] = [m for _b, m in logged if m is not None]
         events.extend(b for b, _m in logged)
@@ -108,10 +121,15 @@ class FolderShipper:
         hb = self._heartbeat_event()
         if self._deliver([*events, hb]):
             self.counters.heartbeats += 1
+            for src, n in by_source:
+                src.counters.sent += n
             recorded = self._record(events)
             if marks or recorded:
                 self.logs.commit(marks)
         else:
+            # a poll is a snapshot: the next tick's poll supersedes an undelivered one
+            for src, n in by_source:
+                src.counters.discarded += n
             self.logs.rewind()
         return len(events)
 
@@ -159,8 +177,19 @@ class FolderShipper:
         lag = self.logs.lag_bytes() + self.pending_bytes()
         return ShipperHeartbeat(job_id=self.job_id, event_time=now, ingest_time=now, shipper=self.shipper_id,
                                 interval_s=self.interval_s, stopping=stopping, behind=self.behind(), lag_bytes=lag,
-                                source=Source(shipper=self.shipper_id, cluster=self.follower.info.cluster))
+                                source=Source(shipper=self.shipper_id, cluster=self.follower.info.cluster),
+                                sources=[s.name for s in self.sources][:1024],
+                                source_stats=[source_stat(s) for s in self.sources[:64]])
 
     def heartbeat(self, stopping: bool = False) -> None:
         if self._deliver([self._heartbeat_event(stopping)]):
             self.counters.heartbeats += 1
+
+    def close(self) -> None:
+        """Stop the live sources (a watch thread, an NVML session) and release held log files."""
+        for src in self.sources:
+            try:
+                src.close()
+            except Exception:  # noqa: BLE001 - closing one source must not keep the others open
+                pass
+        self.logs.close()

@@ -24,6 +24,7 @@ from typing import Any
 
 import faust
 
+from rlhealth import settings
 from rlhealth.schemas.kafka_security import KafkaSecurity, resolve
 from rlhealth.schemas.topics import TopicCatalog
 
@@ -78,7 +79,7 @@ def make_app(
                                                            "web_bind": "127.0.0.1"}
     gid = group_id(app_id, catalog)
     # faust keeps a data directory even with the memory store; never in the working directory
-    datadir = datadir or os.environ.get("RLHEALTH_FAUST_DATADIR") or os.path.join(
+    datadir = datadir or (str(d) if (d := settings.load().faust_datadir) else None) or os.path.join(
         tempfile.gettempdir(), "rlhealth-faust", f"{gid}-{os.getpid()}")
     # faust creates only the last path component: make sure its parent exists (a fresh /tmp has none).
     os.makedirs(os.path.dirname(os.path.abspath(datadir)), exist_ok=True)

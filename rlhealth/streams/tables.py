@@ -109,10 +109,10 @@ class Tables:
 
 def make_tables(app: faust.App, partitions: int) -> Tables:
     def table(name: str, help: str) -> PartitionedTable:
-        return app.tables.add(PartitionedTable(
-            app, name=name, default=None, partitions=partitions, key_type=bytes, value_type=bytes,
-            help=help, beacon=app.tables.beacon,
-        ))
+        t = PartitionedTable(app, name=name, default=None, partitions=partitions, key_type=bytes,
+                             value_type=bytes, help=help, beacon=app.tables.beacon)
+        app.tables.add(t)
+        return t
 
     health = table(JOB_HEALTH, "JobHealth state per job (msgpack)")
     book = table(VERDICTS, "last published verdict and seq per job (JSON)")

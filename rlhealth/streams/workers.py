@@ -58,6 +58,7 @@ from typing import Any
 import faust
 from faust.types import TP
 
+from rlhealth import settings
 from rlhealth.agents.stability import changed as key_facts_changed
 from rlhealth.agents.stability import stabilize
 from rlhealth.schemas import DeadLetter, EventDecodeError, Verdict, decode_event, encode, job_key
@@ -119,7 +120,7 @@ def default_core() -> Any:
     $RLHEALTH_CORE_FACTORY=module:callable swaps in another factory (tests use it to make the core
     fail on purpose); unset, it is `rlhealth.runtime.build_core`.
     """
-    target = os.environ.get(CORE_FACTORY_ENV, "").strip()
+    target = settings.load().core_factory.strip()
     if target:
         import importlib
 

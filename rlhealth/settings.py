@@ -1,0 +1,78 @@
+"""rlhealth's configuration from the environment: every `RLHEALTH_*` variable, read in one place.
+
+`load()` returns a validated `Settings` (pydantic-settings); a malformed value is one clear error
+naming the variable, not a failure deep in a command. Command-line options that also take a
+variable (click's `envvar`, shown in each command's `--help`) win over it. `describe()` renders the
+table that `rlhealth --help` prints, so the documentation is the model itself.
+
+The health core (`rlhealth.agents`) never reads configuration (an import-linter contract); the one
+exception is `RLHEALTH_NATIVE`, read by `agents.bytescan` at import to choose the C helper or its
+pure-Python twin (same results either way), listed here so it is documented with the rest.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PREFIX = "RLHEALTH_"
+
+
+class SettingsError(ValueError):
+    """A malformed RLHEALTH_* variable."""
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=PREFIX, extra="ignore", frozen=True)
+
+    kafka_bootstrap: str | None = Field(None, description="Kafka bootstrap servers, HOST:PORT[,HOST:PORT...]")
+    kafka_connect_timeout: float = Field(10.0, gt=0, description="seconds to wait for a broker before exit 2")
+    topic_prefix: str = Field("", description="prefix of every topic name (isolates deployments and tests)")
+    partitions: int = Field(12, ge=1, le=10_000, description="partitions of every topic rlhealth creates")
+    db: Path | None = Field(None, description="DuckDB evidence store (`evidence`, `probe --db`, `watch --db`)")
+    throughput_table: Path | None = Field(None, description="TOML table of expected tok/s floors (replaces the "
+                                                            "shipped one)")
+    rules_dirs: str = Field("", description="extra rule/signal/remediation folders, colon-separated; later "
+                                            "definitions of a pack replace earlier ones")
+    redact_names: str = Field("", description="site-specific secret names to redact, comma-separated "
+                                              "(e.g. sas,conn_str)")
+    probe_workers: int | None = Field(None, ge=0, description="log-reading worker processes of `probe` "
+                                                              "(0: one process; unset: chosen by size and CPUs)")
+    core_factory: str = Field("", description="module:callable building the worker's HealthCore (tests)")
+    faust_datadir: Path | None = Field(None, description="faust's local table store of the worker")
+    native: bool = Field(True, description="0 forces the pure-Python twins of the C line helper")
+
+    def rules_dir_list(self) -> list[Path]:
+        return [Path(p) for p in self.rules_dirs.split(":") if p]
+
+    def redact_name_list(self) -> list[str]:
+        return [n.strip() for n in self.redact_names.split(",") if n.strip()]
+
+
+def load() -> Settings:
+    """The settings from the current environment (read anew: tests and callers may change it)."""
+    try:
+        return Settings()
+    except ValidationError as e:
+        problems = "; ".join(f"{PREFIX}{'.'.join(str(p) for p in err['loc']).upper()}: {err['msg']}"
+                             for err in e.errors())
+        raise SettingsError(problems) from None
+
+
+def env_name(field: str) -> str:
+    return PREFIX + field.upper()
+
+
+def describe() -> str:
+    """One line per variable: name, default and meaning (for `rlhealth --help`)."""
+    lines = []
+    for name, info in Settings.model_fields.items():
+        default = info.default
+        shown = "" if default in (None, "") else f" [default: {int(default) if default is True else default}]"
+        lines.append(f"{env_name(name)}: {info.description}{shown}")
+    return "\n".join(lines)
+
+
+__all__ = ["PREFIX", "Settings", "SettingsError", "describe", "env_name", "load"]
