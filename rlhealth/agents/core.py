@@ -17,6 +17,7 @@ from rlhealth.agents.signals import Catalog
 from rlhealth.agents.signatures import Classifier, RuleSet
 from rlhealth.agents.state import JobHealth
 from rlhealth.agents.throughput import ThroughputTable
+from rlhealth.agents.verdict import KILL_COMMANDS, kill_command  # noqa: F401 - re-exported
 from rlhealth.schemas import (
     EventBase,
     GpuPoll,
@@ -147,15 +148,6 @@ def training_time_of(state: JobHealth, now: datetime, cadence_s: float | None = 
 
 
 ENGINE_BUCKETS_IN_METRICS = 5  # ~5 minutes of each engine's stats per metric point
-
-
-# The supervisor's kill per scheduler, as text for the person on call: rlhealth never runs it.
-KILL_COMMANDS = {"slurm": "scancel {job}", "kubernetes": "kubectl delete job {job}", "iris": "iris job kill {job}"}
-
-
-def kill_command(scheduler: str | None, job_id: str) -> str | None:
-    template = KILL_COMMANDS.get((scheduler or "").lower())
-    return template.format(job=job_id) if template else None
 
 
 def _gpu_util_mean(state: JobHealth) -> float | None:

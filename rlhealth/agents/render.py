@@ -394,3 +394,9 @@ def training_time_text(tt: TrainingTime) -> str:
     ratio = "unknown (no timed trainer steps)" if tt.ratio is None else f"{tt.ratio:.0%}"
     parts = [f"{name.replace('_', '-')} {age(seconds)}" for name, seconds in tt.as_dict().items() if seconds >= 1]
     return f"effective training time: {ratio} of {age(tt.wall_s)}" + (f" ({'; '.join(parts)})" if parts else "")
+
+
+def never_kills(command: str | None) -> str:
+    """The last next step of a KILL: who acts, and with which command for this job."""
+    how = command or "the scheduler's kill: iris job kill / scancel / kubectl delete job"
+    return f"rlhealth never kills: the supervisor decides and runs the kill ({how})."

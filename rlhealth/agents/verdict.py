@@ -75,6 +75,15 @@ def kill_families(gates: dict[str, GateResult], r: RestartResult) -> set[str]:
     return fams
 
 
+# The supervisor's kill per scheduler, as text for the person on call: rlhealth never runs it.
+KILL_COMMANDS = {"slurm": "scancel {job}", "kubernetes": "kubectl delete job {job}", "iris": "iris job kill {job}"}
+
+
+def kill_command(scheduler: str | None, job_id: str) -> str | None:
+    template = KILL_COMMANDS.get((scheduler or "").lower())
+    return template.format(job=job_id) if template else None
+
+
 def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: RestartResult, job_id: str,
            now: datetime, rule_packs: dict[str, str], seq: int = 0) -> Verdict:
     gates = {"A": a, "B": b, "C": c}
@@ -168,8 +177,7 @@ def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: Restart
                     if step not in seen:
                         seen.add(step)
                         next_steps.append(step)
-            next_steps.append("rlhealth never kills: the supervisor decides and runs the kill "
-                              "(iris job kill / scancel).")
+            next_steps.append(render.never_kills(kill_command(ctx.state.sched.scheduler, job_id)))
         else:
             reasoning = _no_kill_reasoning(gates, r, escalate, families)
             for g in gates.values():
