@@ -639,3 +639,40 @@ def test_prefiltered_replay_equals_dense_on_the_dense_bench_corpus(tmp_path: Pat
         assert emptied == 0
     _assert_equivalent(cap, batch_lines, chunk, monkeypatch, whole=False)  # and line by line, as before
     assert len(dense["findings"]) >= 2  # the traceback and the NCCL watchdog line
+
+
+@pytest.mark.parametrize("corpus", ["dense", "generated"])
+def test_hits_a_reader_hands_to_the_core_are_what_the_core_would_find(tmp_path: Path, monkeypatch, corpus: str) -> None:
+    """A prefiltering reader hands the core its hits for a batch (`Classifier.hand_hits`): they must equal
+    a fresh scan of the batch's final lines, and the core must use them (no second scan)."""
+    import sys
+
+    from rlhealth.agents.signatures import Classifier
+
+    if corpus == "dense":
+        sys.path.insert(0, str(ROOT / "bench"))
+        try:
+            from probe import build_capture
+        finally:
+            sys.path.remove(str(ROOT / "bench"))
+        cap = tmp_path / "dense"
+        build_capture(cap, 1, seed=3, corpus="dense")
+    else:
+        cap = _write_capture(tmp_path, 5)
+    handed: list[tuple[list[str], list]] = []
+    real_hand = Classifier.hand_hits
+
+    def record(self, lines, hits):
+        handed.append((lines, list(hits)))
+        real_hand(self, lines, hits)
+
+    monkeypatch.setattr(Classifier, "hand_hits", record)
+    for batch_lines in (500, 2000):
+        handed.clear()
+        c = open_capture(cap, batch_lines=batch_lines, prefilter=CORE.classifier)
+        run_events(CORE, c.info.job_id, c.events(), c.info.captured_at)
+        assert len(handed) >= (5 if batch_lines == 500 else 1), [len(x[0]) for x in handed]
+        assert not CORE.classifier._handed  # the core's scan took every batch's hits
+        for lines, hits in handed:
+            assert hits == CORE.classifier.raw_hits(list(lines))  # a copy: scanned afresh
+    monkeypatch.undo()

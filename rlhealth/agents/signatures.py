@@ -87,6 +87,9 @@ class LineMatch:
 
 
 _BISECT_MIN_BYTES = 1 << 18
+# Batches whose hits a reader handed over and the core has not scanned yet: a capture merge holds one
+# batch per log file (up to 64 files for the probe's workers), a reader up to 20 before a first timestamp.
+_MAX_HANDED = 128
 
 
 def block_pattern(pattern: str) -> str:
@@ -280,6 +283,8 @@ class Classifier:
         else:
             raise ValueError(f"unknown engine {engine!r}")
         self._engine = engine
+        # hits a prefiltering log reader found for a batch it built (`hand_hits`), by id of its lines
+        self._handed: dict[int, tuple[Sequence[str], list[tuple[int, int]]]] = {}
 
     @property
     def engine(self) -> str:
@@ -370,6 +375,16 @@ class Classifier:
             return self._hits_hyperscan(stripped)
         return self._hits_re2(stripped.split(b"\n"))
 
+    def hand_hits(self, lines: Sequence[str], hits: list[tuple[int, int]]) -> None:
+        """A log reader that already scanned the bytes of `lines` (`block_hits`) hands over its
+        (line, rule) pairs: the next `scan` of this very list object uses them instead of scanning
+        again. They must be what `raw_hits(lines)` gives (the reader hands them only for a batch whose
+        lines are its bytes as decoded, or "" where no rule matched). Bounded: batches never scanned
+        (dropped, or held past the bound) are forgotten and simply scanned."""
+        if len(self._handed) >= _MAX_HANDED:
+            self._handed.clear()
+        self._handed[id(lines)] = (lines, hits)
+
     def raw_hits(self, lines: Sequence[str]) -> list[tuple[int, int]]:
         """(line index, rule index) pairs before benign suppression, sorted."""
         return self._raw(lines)
@@ -377,6 +392,10 @@ class Classifier:
     def _raw(self, lines: Sequence[str], data: bytes | None = None) -> list[tuple[int, int]]:
         if not lines:
             return []
+        if self._handed:
+            handed = self._handed.pop(id(lines), None)
+            if handed is not None and handed[0] is lines:
+                return handed[1]
         if data is not None:  # the caller's "\n".join(lines).encode(), no line holding a newline
             buf = strip_ansi_bytes(data)
         else:

@@ -575,6 +575,11 @@ class LogReader:
                 if len(lines[j]) > MAX_LINE_CHARS:
                     lines[j] = lines[j][:MAX_LINE_CHARS]
                     trunc += 1
+        else:
+            # every line is its bytes as decoded (or "", and those have no hit): the core's scan of
+            # this batch would find exactly these hits, so it takes them instead of scanning again
+            assert self.prefilter is not None
+            self.prefilter.hand_hits(lines, hits)
         if whole:
             pass
         elif self.last_time is None:
