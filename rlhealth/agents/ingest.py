@@ -139,6 +139,8 @@ def _touch_role(state: JobHealth, role: str, ts: float | None) -> None:
 
 def _float(v: object) -> float | None:
     """A finite float or None: NaN/Inf never enter the state (they break equality and medians)."""
+    if v is None:
+        return None  # a field the line did not carry: float(None) would raise, slowly
     try:
         f = float(v)  # type: ignore[arg-type]
     except (TypeError, ValueError, OverflowError):
@@ -240,7 +242,7 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     # Per batch, what depends only on the rule (its declaration) or only on a line's prefixes (role,
     # attempt: the scheduler's attempt and the batch's source do not change within a batch); most
     # matched lines of dense logs share both with many others.
-    by_rule: dict[str, tuple[str, str | None, bool]] = {}
+    by_rule: dict[str, tuple[str, str | None, bool, bool]] = {}
     by_prefixes: dict[tuple, tuple[str | None, int | None]] = {}
     no_ts = prev_stream_ts if prev_stream_ts is not None else batch_ts
     offsets = batch.offsets
@@ -268,7 +270,8 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
             decl = catalog.signals.get(rule.signal)
             ri = by_rule[rule.id] = (decl.effect if decl is not None else "death",
                                      decl.role if decl is not None and decl.role in roles.ROLES else None,
-                                     rule.kind in FINDING_KINDS)
+                                     rule.kind in FINDING_KINDS,
+                                     rule.signal not in ("python_exception", "trainer_metrics_nonfinite"))
         pa = by_prefixes.get(prefixes)
         if pa is None:
             pa = by_prefixes[prefixes] = (roles.role_of_prefixes(prefixes), _attempt_for(state, batch, prefixes))
@@ -278,7 +281,13 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
         attempt = pa[1]
         offset = offsets[index] if offsets is not None else None
         ev = Ev(ts, key, _clip(text), rule.id, file=stream, offset=offset)
-        _apply_match(state, m, rest, prefixes, role, ts, ev, attempt, lines, batch, key, catalog, ri[0])
+        if ri[0] == "engine_stats" and ri[3]:
+            # most matched lines of dense logs: what _apply_match does for them, without its dispatch
+            _touch_role(state, roles.ENGINE, ts)
+            _engine_stats(state, m.fields, prefixes, ts, batch, key)
+            note_signal(state, rule.signal, ev, attempt, role)
+        else:
+            _apply_match(state, m, rest, prefixes, role, ts, ev, attempt, lines, batch, key, catalog, ri[0])
         if ri[2]:
             findings.append(Finding(
                 kind=m.rule.kind, rule_id=m.rule.id, text=ev.text, event_time=dt, source=key,
