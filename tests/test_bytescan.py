@@ -85,6 +85,8 @@ def test_native_extension_is_built_when_a_compiler_exists() -> None:
     assert bytescan.strip_ansi_bytes is _fastlines.strip_ansi
     assert bytescan.utf8_valid is _fastlines.utf8_valid
     assert bytescan.count_newlines is _fastlines.count_newlines
+    # a stale build (from an older fastlines.c) falls back to the twin at import; here it must not
+    assert bytescan.fields_of is _fastlines.fields_of, "rlhealth._fastlines is stale: rebuild it"
 
 
 # -- strip_ansi ------------------------------------------------------------------------------

@@ -100,8 +100,10 @@ if _native is not None:
     utf8_valid: Callable[[bytes], bool] = _native.utf8_valid
     count_newlines: Callable[[bytes], int] = _native.count_newlines
     _native_line_starts: Callable[[bytes, int], tuple[bytes, int]] = _native.line_starts
+    # a helper built from an older fastlines.c (a stale in-place build) lacks fields_of: use the twin
     fields_of: Callable[[tuple[str | None, ...], tuple[tuple[str, int, int], ...], Callable[[str], object],
-                         Callable[[str, str], object], dict[str, object] | None], dict[str, object]] = _native.fields_of
+                         Callable[[str, str], object], dict[str, object] | None], dict[str, object]] = getattr(
+        _native, "fields_of", fields_of_py)
 
     def line_starts(data: bytes, base: int) -> tuple[Sequence[int], int]:
         """(base + the start offset of every line of ``data.split(b"\\n")``, the longest line's
