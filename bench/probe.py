@@ -23,6 +23,10 @@ vLLM DEBUG request lines and access lines that match nothing, plus the same few 
              classification + the whole core, verdict) - wall time and peak RSS (wait4 rusage);
    * grep  : `LC_ALL=C grep -E -c -f patterns.txt logs/*.log` (whole process, stdout to a pipe).
    Ends with `RESULT probe_time_over_grep=<probe median s / grep median s>`.
+Each run also reports CPU seconds (user + system of the subprocess: steadier than wall time on a shared
+machine) and `RESULT ... probe_cpu_over_grep_cpu=<x>`. `--against DIR` times the probe of another
+checkout (say the commit before a change, from `git archive`, with the built helper copied in) in the
+same alternating rounds: `RESULT ... probe_speedup_over_other=<x> cpu_speedup_over_other=<y>`.
 `--profile FILE` additionally runs the probe once in-process under cProfile and prints the top
 functions (not timed). `--workers N` sets RLHEALTH_PROBE_WORKERS for the probe (0: one process;
 N >= 2: that many log-reading worker processes; default: `rlhealth.embedded` decides).
@@ -319,17 +323,23 @@ def export_patterns(path: Path) -> int:
     return len(eres)
 
 
-def run_probe(cap: Path) -> tuple[float, int, int, str]:
-    """(wall s, peak RSS bytes, exit code, verdict) of one `rlhealth probe` subprocess."""
+_CPU: dict[str, list[float]] = {}  # CPU seconds (user + system) of each timed subprocess, by name
+
+
+def run_probe(cap: Path, root: Path = ROOT, name: str = "probe") -> tuple[float, int, int, str]:
+    """(wall s, peak RSS bytes, exit code, verdict) of one `rlhealth probe` subprocess of the
+    checkout at `root`."""
     cmd = [sys.executable, "-m", "rlhealth", "probe", str(cap), "--format", "json", "--no-progress"]
+    env = {**os.environ, "PYTHONPATH": str(root)}
     t = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=str(ROOT))
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=str(root), env=env)
     chunks = []
     assert p.stdout is not None
     for chunk in iter(lambda: p.stdout.read(65536), b""):  # type: ignore[union-attr]
         chunks.append(chunk)
     _pid, status, ru = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t
+    _CPU.setdefault(name, []).append(ru.ru_utime + ru.ru_stime)
     p.returncode = os.waitstatus_to_exitcode(status)
     verdict = "?"
     try:
@@ -341,9 +351,13 @@ def run_probe(cap: Path) -> tuple[float, int, int, str]:
 
 def run_grep(patterns: Path, logs: list[Path]) -> tuple[float, int]:
     t = time.perf_counter()
+    before = os.times()
     p = subprocess.run(["grep", "-E", "-c", "-f", str(patterns), *map(str, logs)], stdout=subprocess.PIPE,
                        env={"LC_ALL": "C", "PATH": os.environ.get("PATH", "/usr/bin:/bin")})
     wall = time.perf_counter() - t
+    after = os.times()
+    _CPU.setdefault("grep", []).append(after.children_user - before.children_user
+                                       + after.children_system - before.children_system)
     n = sum(int(x.rsplit(b":", 1)[-1]) for x in p.stdout.split() if x)
     return wall, n
 
@@ -377,6 +391,9 @@ def main() -> int:
     ap.add_argument("--regen", action="store_true")
     ap.add_argument("--skip-grep", action="store_true")
     ap.add_argument("--profile", metavar="FILE")
+    ap.add_argument("--against", metavar="CHECKOUT",
+                    help="also time the probe of another checkout (e.g. the previous commit: `git archive C | "
+                         "tar -x -C DIR`, built helper copied in) in the same alternating rounds")
     ap.add_argument("--workers", type=int, default=None,
                     help="RLHEALTH_PROBE_WORKERS for the probe (0 = one process; default: automatic)")
     args = ap.parse_args()
@@ -408,26 +425,32 @@ def main() -> int:
 
     # warm-up (page cache, pyc)
     run_grep(patterns, logs)
-    times: dict[str, list[float]] = {"probe": [], "grep": []}
+    _CPU.clear()
+    times: dict[str, list[float]] = {"probe": [], "grep": [], "other": []}
     rss: list[int] = []
     verdicts: set[str] = set()
     grep_lines = 0
+    names = ["probe", "grep"] + (["other"] if args.against else [])
     for rnd in range(args.rounds):
-        order = ["probe", "grep"] if rnd % 2 == 0 else ["grep", "probe"]
+        order = names[rnd % len(names):] + names[:rnd % len(names)]
         for name in order:
-            if name == "probe":
-                wall, peak, rc, verdict = run_probe(cap)
+            if name in ("probe", "other"):
+                root = ROOT if name == "probe" else Path(args.against).resolve()
+                wall, peak, rc, verdict = run_probe(cap, root, name)
                 if rc not in (0, 10):
-                    print(f"probe failed rc={rc}")
+                    print(f"{name} failed rc={rc}")
                     return 1
-                times["probe"].append(wall)
-                rss.append(peak)
-                verdicts.add(f"{verdict}(rc={rc})")
-                print(f"  round {rnd} probe wall_s={wall:.2f} peak_rss_MB={peak / 2**20:.0f} verdict={verdict}", flush=True)
+                times[name].append(wall)
+                if name == "probe":
+                    rss.append(peak)
+                    verdicts.add(f"{verdict}(rc={rc})")
+                print(f"  round {rnd} {name:5} wall_s={wall:.2f} cpu_s={_CPU[name][-1]:.2f} "
+                      f"peak_rss_MB={peak / 2**20:.0f} verdict={verdict}", flush=True)
             elif not args.skip_grep:
                 wall, grep_lines = run_grep(patterns, logs)
                 times["grep"].append(wall)
-                print(f"  round {rnd} grep  wall_s={wall:.2f} matching_lines={grep_lines:,}", flush=True)
+                print(f"  round {rnd} grep  wall_s={wall:.2f} cpu_s={_CPU['grep'][-1]:.2f} "
+                      f"matching_lines={grep_lines:,}", flush=True)
     mp = statistics.median(times["probe"])
     print(f"probe median_s={mp:.2f} min_s={min(times['probe']):.2f} max_s={max(times['probe']):.2f} "
           f"MB_per_s={size / 1e6 / mp:.0f} lines_per_s={n_lines / mp:,.0f} peak_rss_MB={max(rss) / 2**20:.0f} "
@@ -439,8 +462,15 @@ def main() -> int:
     print(f"grep  median_s={mg:.2f} min_s={min(times['grep']):.2f} max_s={max(times['grep']):.2f} "
           f"MB_per_s={size / 1e6 / mg:.0f} matching_lines={grep_lines:,}")
     print(f"peak_rss_MB={max(rss) / 2**20:.0f} (limit 1024)")
-    print(f"RESULT probe_time_over_grep={mp / mg:.2f} corpus={args.corpus} "
-          f"workers={os.environ.get('RLHEALTH_PROBE_WORKERS', 'auto')}")
+    cpu = {k: statistics.median(v) for k, v in _CPU.items()}
+    print(f"cpu medians: probe={cpu['probe']:.2f}s grep={cpu['grep']:.2f}s"
+          + (f" other={cpu['other']:.2f}s" if "other" in cpu else ""))
+    if args.against:
+        mo = statistics.median(times["other"])
+        print(f"RESULT other_probe_time_over_grep={mo / mg:.2f} probe_speedup_over_other={mo / mp:.2f} "
+              f"cpu_speedup_over_other={cpu['other'] / cpu['probe']:.2f} other={args.against}")
+    print(f"RESULT probe_time_over_grep={mp / mg:.2f} probe_cpu_over_grep_cpu={cpu['probe'] / cpu['grep']:.2f} "
+          f"corpus={args.corpus} workers={os.environ.get('RLHEALTH_PROBE_WORKERS', 'auto')}")
     return 0
 
 

@@ -1,3 +1,5 @@
+from collections.abc import Callable
+
 # Types of the optional C helper built from rlhealth/_native/fastlines.c (for type checkers only).
 # Every function takes bytes only (no other buffer type); agents/bytescan.py holds the Python twins.
 
@@ -7,3 +9,8 @@ def count_newlines(data: bytes, /) -> int: ...
 
 # (base + the start offset of every line as native int64s, the longest line's length in bytes)
 def line_starts(data: bytes, base: int, /) -> tuple[bytes, int]: ...
+
+# The fields dict of one matched line from its regex groups (twin: signatures._fields_of_py)
+def fields_of(values: tuple[str | None, ...], plan: tuple[tuple[str, int, int], ...],
+              convert: Callable[[str], object], convert_size: Callable[[str, str], object],
+              defaults: dict[str, object] | None, /) -> dict[str, object]: ...

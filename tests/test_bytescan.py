@@ -85,6 +85,8 @@ def test_native_extension_is_built_when_a_compiler_exists() -> None:
     assert bytescan.strip_ansi_bytes is _fastlines.strip_ansi
     assert bytescan.utf8_valid is _fastlines.utf8_valid
     assert bytescan.count_newlines is _fastlines.count_newlines
+    # a stale build (from an older fastlines.c) falls back to the twin at import; here it must not
+    assert bytescan.fields_of is _fastlines.fields_of, "rlhealth._fastlines is stale: rebuild it"
 
 
 # -- strip_ansi ------------------------------------------------------------------------------
@@ -440,3 +442,33 @@ def test_stamp_memo_never_hands_one_line_anothers_stamp() -> None:
         for ln in order:
             assert normalize.line_timestamp(ln, ref) == want[ln], ln
             normalize._TS_CACHE.clear()  # the per-line cache would hide the memos below it
+
+
+# -- fields_of: the fields dict of a matched line -----------------------------------------------------------
+
+_VALUE = st.one_of(st.none(), st.text(alphabet="0123456789.,-+eE xGiB٣", max_size=8), st.text(max_size=6))
+
+
+def _convert_probe(v: str) -> object:
+    return ("convert", v)
+
+
+def _size_probe(name: str, v: str) -> object:
+    return ("size", name, v)
+
+
+@needs_native
+@FAST
+@given(st.lists(_VALUE, max_size=8), st.lists(st.tuples(st.integers(0, 9), st.integers(0, 2)), max_size=8),
+       st.booleans())
+@example(["12", "1.5", None, "x", "1.2.3", "GPU", ".", "1.", ".5", "007", "", "٣"], [(i, 2) for i in range(12)], True)
+def test_fields_of_native_equals_python(values: list, plan: list, with_defaults: bool) -> None:
+    from rlhealth.agents.bytescan import fields_of, fields_of_py
+
+    plan_t = tuple((f"f{k}", i, how) for k, (i, how) in enumerate(plan))
+    defaults = {"engine": "", "f0": -1} if with_defaults else None
+    args = (tuple(values), plan_t, _convert_probe, _size_probe, defaults)
+    got, want = fields_of(*args), fields_of_py(*args)
+    assert got == want and list(got) == list(want)  # same values, same order
+    for v in want.values():  # the fast paths give what int()/float() give
+        assert isinstance(v, (int, float, str, tuple))

@@ -25,6 +25,7 @@ from rlhealth.schemas import LogBatch
 from rlhealth.schemas.common import Source
 from rlhealth.schemas.events import MAX_LINE_CHARS
 from rlhealth.sources import capture as capture_mod
+from rlhealth.sources import logfiles as logfiles_mod
 from rlhealth.sources.capture import open_capture
 from rlhealth.sources.logfiles import LogReader
 from tests.scenario_support import ROOT, shared_dir
@@ -42,8 +43,16 @@ def _capture_dirs() -> list[Path]:
 # -- replay both ways ------------------------------------------------------------------------
 
 
-def _replay(path: Path, prefiltered: bool, batch_lines: int, chunk: int | None, monkeypatch) -> dict:
-    """Run the capture through the core; return everything that must not depend on the prefilter."""
+def _replay(path: Path, prefiltered: bool, batch_lines: int, chunk: int | None, monkeypatch,
+            whole: bool | None = None) -> dict:
+    """Run the capture through the core; return everything that must not depend on the prefilter.
+
+    `whole`: True makes the prefiltering reader decode every batch whole (as it does dense batches),
+    False never; None keeps its rule (`logfiles.DENSE_BATCH_MIN_SHARE`)."""
+    if whole is not None:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(logfiles_mod, "DENSE_BATCH_MIN_SHARE", 0.0 if whole else 2.0)
+            return _replay(path, prefiltered, batch_lines, chunk, monkeypatch)
     if chunk is not None:
         # Capture.events() sets `_chunk_bytes` itself from the number of log files (>= 64 KiB): a small
         # chunk has to come from there.
@@ -99,9 +108,10 @@ def _assert_same_batches(dense: list, sparse: list) -> tuple[int, int]:
     return lines, emptied
 
 
-def _assert_equivalent(path: Path, batch_lines: int, chunk: int | None, monkeypatch) -> tuple[dict, int, int]:
+def _assert_equivalent(path: Path, batch_lines: int, chunk: int | None, monkeypatch,
+                       whole: bool | None = None) -> tuple[dict, int, int]:
     dense = _replay(path, False, batch_lines, chunk, monkeypatch)
-    sparse = _replay(path, True, batch_lines, chunk, monkeypatch)
+    sparse = _replay(path, True, batch_lines, chunk, monkeypatch, whole)
     assert sparse["findings"] == dense["findings"]
     assert sparse["verdict"] == dense["verdict"]
     assert sparse["state"] == dense["state"]
@@ -343,7 +353,9 @@ GEN_CASES = [(seed, batch_lines, chunk)
 def test_prefiltered_replay_equals_dense_on_generated_captures(tmp_path: Path, monkeypatch, seed: int,
                                                                batch_lines: int, chunk: int | None) -> None:
     cap = _write_capture(tmp_path, seed)
-    dense, lines, emptied = _assert_equivalent(cap, batch_lines, chunk, monkeypatch)
+    # the reader's own choice (busy stretches are decoded whole), then every batch line by line
+    _assert_equivalent(cap, batch_lines, chunk, monkeypatch)
+    dense, lines, emptied = _assert_equivalent(cap, batch_lines, chunk, monkeypatch, whole=False)
     # the run is not vacuous: many rules fired, tracebacks were folded, lines were left out, secrets masked
     assert len(dense["rule_ids"]) >= 20
     assert "python.exception_line" in dense["rule_ids"]
@@ -489,9 +501,11 @@ def test_ansi_ray_prefixes_and_vllm_stats(tmp_path: Path, monkeypatch) -> None:
         rows.append(RAY + "chatter without a time")
     cap = _tiny_capture(tmp_path, "vllm", {"ray/node0/worker-7.out": "\n".join(rows).encode() + b"\n"})
     for batch_lines, chunk in ((7, 4096), (50, 4096), (500, None)):
-        dense, lines, emptied = _assert_equivalent(cap, batch_lines, chunk, monkeypatch)
+        dense, lines, emptied = _assert_equivalent(cap, batch_lines, chunk, monkeypatch, whole=False)
         state = msgspec.msgpack.decode(dense["state"])
         assert state["engines"], "vLLM stats reached the engine table"
+        # half the lines are matches: by its own rule the reader decodes such batches whole
+        assert _assert_equivalent(cap, batch_lines, chunk, monkeypatch)[2] == 0
         if batch_lines == 50:  # the chatter between stats lines (all but each batch's tail) is left out
             # every batch, the first one too (its time comes from its last stamped line), leaves 21 empty
             assert emptied == 12 * 21, emptied
@@ -621,4 +635,45 @@ def test_prefiltered_replay_equals_dense_on_the_dense_bench_corpus(tmp_path: Pat
     build_capture(cap, 1, seed=11, corpus="dense")  # ~1 MB: ~5,000 lines, ~70% of them matched
     dense, lines, emptied = _assert_equivalent(cap, batch_lines, chunk, monkeypatch)
     assert lines > 4000
+    if batch_lines > 2 * ingest.FRESHNESS_LINES:  # dense batches are decoded whole: none left empty
+        assert emptied == 0
+    _assert_equivalent(cap, batch_lines, chunk, monkeypatch, whole=False)  # and line by line, as before
     assert len(dense["findings"]) >= 2  # the traceback and the NCCL watchdog line
+
+
+@pytest.mark.parametrize("corpus", ["dense", "generated"])
+def test_hits_a_reader_hands_to_the_core_are_what_the_core_would_find(tmp_path: Path, monkeypatch, corpus: str) -> None:
+    """A prefiltering reader hands the core its hits for a batch (`Classifier.hand_hits`): they must equal
+    a fresh scan of the batch's final lines, and the core must use them (no second scan)."""
+    import sys
+
+    from rlhealth.agents.signatures import Classifier
+
+    if corpus == "dense":
+        sys.path.insert(0, str(ROOT / "bench"))
+        try:
+            from probe import build_capture
+        finally:
+            sys.path.remove(str(ROOT / "bench"))
+        cap = tmp_path / "dense"
+        build_capture(cap, 1, seed=3, corpus="dense")
+    else:
+        cap = _write_capture(tmp_path, 5)
+    handed: list[tuple[list[str], list]] = []
+    real_hand = Classifier.hand_hits
+
+    def record(self, lines, hits):
+        handed.append((lines, list(hits)))
+        real_hand(self, lines, hits)
+
+    monkeypatch.setattr(Classifier, "hand_hits", record)
+    for batch_lines in (500, 2000):
+        handed.clear()
+        c = open_capture(cap, batch_lines=batch_lines, prefilter=CORE.classifier)
+        run_events(CORE, c.info.job_id, c.events(), c.info.captured_at)
+        assert len(handed) >= (5 if batch_lines == 500 else 1), [len(x[0]) for x in handed]
+        # the core's scan took every batch's hits (other tests' readers may have left theirs)
+        assert not any(id(lines) in CORE.classifier._handed for lines, _ in handed)
+        for lines, hits in handed:
+            assert hits == CORE.classifier.raw_hits(list(lines))  # a copy: scanned afresh
+    monkeypatch.undo()

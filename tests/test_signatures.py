@@ -261,3 +261,56 @@ def test_to_ere_translation():
     assert to_ere(r"(?:a|b)\d+ \(x\) [^|]*") == "(a|b)[0-9]+ \\(x\\) [^|]*"
     with pytest.raises(ValueError):
         to_ere(r"a(?=b)")
+
+
+def _reference_fields(rule, text: str) -> dict:
+    """A matched line's fields as the rule declares them, one line and one field at a time: the
+    semantics `Classifier.scan`'s batched extraction must keep."""
+    import re
+
+    from rlhealth.agents.signatures import EXTRACT_BEFORE_CHARS, convert_value
+
+    out: dict = {}
+    if rule.extract and rule.fields:
+        rx = re.compile(rule.extract)
+        m = rx.search(text)
+        if m is not None:
+            found = {k: v for k, v in m.groupdict().items()}
+            if rule.extract_before:
+                b = re.compile(f"(?:{rule.extract_before})\\Z").search(text, max(0, m.start() - EXTRACT_BEFORE_CHARS),
+                                                                        m.start())
+                if b is not None:
+                    found = {**b.groupdict(), **found}
+            for name in rule.fields:
+                if found.get(name) is not None:
+                    out[name] = convert_value(name, found[name], rule.text_fields)
+    for k, v in rule.defaults:
+        out.setdefault(k, v)
+    return out
+
+
+def test_batched_extraction_equals_the_per_line_reference(clf):
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    try:
+        from probe import DenseGen
+    finally:
+        sys.path.pop(0)
+    from datetime import UTC, datetime
+
+    lines = [x for r in RULES.rules for x in r.match]
+    g = DenseGen(5)
+    for k in range(30):
+        t = datetime(2026, 10, 14, 12, 0, k, tzinfo=UTC)
+        g.engine_tick(t, lines)
+        g.trainer_tick(t, lines)
+    for name in all_fixture_names():
+        lines += fixture_lines(name)
+    matches = clf.scan(lines)
+    assert len({m.rule.id for m in matches}) > 60
+    assert sum(len(m.fields) > 5 for m in matches) > 500  # the many-field stats lines are in
+    for m in matches:
+        want = _reference_fields(m.rule, m.text)
+        assert m.fields == want and list(m.fields) == list(want), (m.rule.id, m.text)
+        assert [type(v) for v in m.fields.values()] == [type(v) for v in want.values()]

@@ -33,6 +33,11 @@ CASES = [
      "git clone https://ghp_" + MASK + "@github.com/x"),
     ("vllm serve m --api-key abc123def --port 8000", "vllm serve m --api-key " + MASK + " --port 8000"),
     ("password: hunter2!", "password: " + MASK),
+    # a number is a count, except as a password (a PIN); anything else after a credential word is masked
+    ("db_password=12345678", "db_password=" + MASK),
+    ('{"pwd": "4096"}', '{"pwd": "' + MASK + '"}'),
+    ("#token: 29301abc, x", "#token: " + MASK + ", x"),
+    ("token: 12.5e3", "token: " + MASK),
 ]
 
 UNTOUCHED = [
@@ -41,6 +46,11 @@ UNTOUCHED = [
     "daytona.DaytonaError: Failed to create sandbox: Bearer token is invalid",
     "the token is 0 and the key is fine",
     "wandb: View run at https://wandb.ai/ot-agent/marin-rl/runs/93e8b88d",
+    # SGLang decode-batch stats: "#token:" is a count of tokens, not a credential
+    "[2026-10-14 16:19:43 TP3] Decode batch. #running-req: 37, #token: 29301, token usage: 0.45, "
+    "gen throughput (token/s): 1234.56, #queue-req: 2",
+    "[2026-10-14 16:19:43 TP3] Prefill batch. #new-seq: 1, #new-token: 8192, #cached-token: 0, token usage: 0.01",
+    "generated token: 512 of 4096; secret: 1.25",
 ]
 
 
@@ -127,6 +137,7 @@ _FRAGMENTS = [
     "--password", "=", ":", ": ", " = ", '"', "'", " ", "\t", "\u00a0", "\u2003", "\u3000", "\x1c", "\r",
     "sk-", "sk-proj-", "sk-ant-api03-", "hf_", "ghp_", "gho_", "ghs_", "github_pat_", "xoxb-", "xoxa-", "dtn_",
     "wandb_v1_", "AKIA", "ASIA", "https://", "postgres://", "user", "@", "/", "abcdefghijkl", "ABCDEFGH12345678",
+    "29301", "0.45", "#token: ", "4096", ".", ",",
     "0123456789ab", "x", "é", "\u212a", "\u017f", "\u0130", "\u0131", "٠٣", "[REDACTED]", "tokens/s", "max_tokens=",
 ]
 

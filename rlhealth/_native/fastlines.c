@@ -21,6 +21,15 @@
  *
  *   count_newlines(data: bytes) -> int
  *       data.count(b"\n"), with memchr.
+ *
+ *   fields_of(values: tuple, plan: tuple, convert, convert_size, defaults: dict | None) -> dict
+ *       The fields dict of one matched line from its regex groups (`values`: extract's groups, then
+ *       extract_before's). `plan` holds (name, index, how) per field in the rule's order; a field
+ *       whose value is None (or whose index is past the end) is left out; how 0 keeps the str,
+ *       1 calls convert_size(name, value), 2 converts: an ASCII all-digit value -> int(value), an
+ *       ASCII value of digits and exactly one '.' -> float(value), anything else -> convert(value).
+ *       Then every (key, value) of `defaults` that is missing is added, in order. Twin:
+ *       signatures._fields_of_py.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -213,7 +222,99 @@ fl_count_newlines(PyObject *self, PyObject *arg)
     return PyLong_FromSsize_t(newline_count(PyBytes_AS_STRING(arg), PyBytes_GET_SIZE(arg)));
 }
 
+/* 1: ASCII digits only (int), 2: ASCII digits with exactly one '.' and at least one digit (float), 0: other */
+static int
+number_shape(PyObject *v)
+{
+    if (!PyUnicode_Check(v) || !PyUnicode_IS_READY(v) || !PyUnicode_IS_ASCII(v))
+        return 0;
+    const Py_UCS1 *s = PyUnicode_1BYTE_DATA(v);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(v), dots = 0;
+    if (n == 0)
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] == '.') {
+            if (++dots > 1)
+                return 0;
+        } else if (s[i] < '0' || s[i] > '9') {
+            return 0;
+        }
+    }
+    if (dots == 0)
+        return 1;
+    return n >= 2 ? 2 : 0;
+}
+
+static PyObject *
+fl_fields_of(PyObject *self, PyObject *args)
+{
+    PyObject *values, *plan, *convert, *convert_size, *defaults;
+    if (!PyArg_ParseTuple(args, "O!O!OOO:fields_of", &PyTuple_Type, &values, &PyTuple_Type, &plan, &convert,
+                          &convert_size, &defaults))
+        return NULL;
+    PyObject *out = PyDict_New();
+    if (out == NULL)
+        return NULL;
+    Py_ssize_t nvalues = PyTuple_GET_SIZE(values), nplan = PyTuple_GET_SIZE(plan);
+    for (Py_ssize_t k = 0; k < nplan; k++) {
+        PyObject *step = PyTuple_GET_ITEM(plan, k);
+        if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 3) {
+            PyErr_SetString(PyExc_TypeError, "fields_of() plan items must be (name, index, how)");
+            goto fail;
+        }
+        PyObject *name = PyTuple_GET_ITEM(step, 0);
+        Py_ssize_t idx = PyLong_AsSsize_t(PyTuple_GET_ITEM(step, 1));
+        long how = PyLong_AsLong(PyTuple_GET_ITEM(step, 2));
+        if ((idx == -1 || how == -1) && PyErr_Occurred())
+            goto fail;
+        if (idx < 0 || idx >= nvalues)
+            continue;
+        PyObject *v = PyTuple_GET_ITEM(values, idx);
+        if (v == Py_None)
+            continue;
+        PyObject *conv;
+        if (how == 0) {
+            Py_INCREF(v);
+            conv = v;
+        } else if (how == 1) {
+            conv = PyObject_CallFunctionObjArgs(convert_size, name, v, NULL);
+        } else {
+            int shape = number_shape(v);
+            if (shape == 1)
+                conv = PyLong_FromUnicodeObject(v, 10);
+            else if (shape == 2)
+                conv = PyFloat_FromString(v);
+            else
+                conv = PyObject_CallOneArg(convert, v);
+        }
+        if (conv == NULL)
+            goto fail;
+        int rc = PyDict_SetItem(out, name, conv);
+        Py_DECREF(conv);
+        if (rc < 0)
+            goto fail;
+    }
+    if (defaults != Py_None) {
+        if (!PyDict_Check(defaults)) {
+            PyErr_SetString(PyExc_TypeError, "fields_of() defaults must be a dict or None");
+            goto fail;
+        }
+        PyObject *key, *value;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(defaults, &pos, &key, &value)) {
+            PyObject *got = PyDict_SetDefault(out, key, value);
+            if (got == NULL)
+                goto fail;
+        }
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef fl_methods[] = {
+    {"fields_of", fl_fields_of, METH_VARARGS, "The fields dict of a matched line from its groups (see the module doc)."},
     {"strip_ansi", fl_strip_ansi, METH_O, "Remove ANSI escape sequences from bytes (see the module doc)."},
     {"utf8_valid", fl_utf8_valid, METH_O, "Whether bytes are well-formed UTF-8 (as Python's strict decoder)."},
     {"count_newlines", fl_count_newlines, METH_O, "data.count(b'\\n'), with memchr."},

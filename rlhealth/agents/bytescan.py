@@ -15,8 +15,8 @@ from itertools import accumulate
 from operator import add
 from types import ModuleType
 
-__all__ = ["ANSI_PATTERN", "NATIVE", "count_newlines", "line_starts", "strip_ansi_bytes", "utf8_valid",
-           "count_newlines_py", "line_starts_py", "strip_ansi_bytes_py", "utf8_valid_py"]
+__all__ = ["ANSI_PATTERN", "NATIVE", "count_newlines", "fields_of", "line_starts", "strip_ansi_bytes", "utf8_valid",
+           "count_newlines_py", "fields_of_py", "line_starts_py", "strip_ansi_bytes_py", "utf8_valid_py"]
 
 # CSI sequences (colours, cursor moves), OSC sequences (hyperlinks/titles) and two-byte escapes.
 # The ESC is factored out (a literal prefix the regex engine searches for) and the SGR colour shape
@@ -54,6 +54,36 @@ def count_newlines_py(data: bytes) -> int:
     return data.count(b"\n")
 
 
+def fields_of_py(values: tuple[str | None, ...], plan: tuple[tuple[str, int, int], ...],
+                 convert: Callable[[str], object], convert_size: Callable[[str, str], object],
+                 defaults: dict[str, object] | None) -> dict[str, object]:
+    """The fields dict of one matched line from its regex groups (not a byte pass, but per matched
+    line of dense logs: its C twin saves most of the extraction). `plan`: (name, index into `values`,
+    how) per field in the rule's order; how 0 keeps the text, 1 calls convert_size(name, value),
+    2 converts (ASCII digits -> int, ASCII digits with one '.' -> float, else convert(value)). A value
+    that is None or missing is left out; then the missing `defaults` are added in order."""
+    out: dict[str, object] = {}
+    n = len(values)
+    for name, i, how in plan:
+        v = values[i] if 0 <= i < n else None
+        if v is None:
+            continue
+        if how == 0:
+            out[name] = v
+        elif how == 1:
+            out[name] = convert_size(name, v)
+        elif v.isascii() and v.isdigit():
+            out[name] = int(v)
+        elif v.isascii() and v.count(".") == 1 and len(v) > 1 and v.replace(".", "").isdigit():
+            out[name] = float(v)
+        else:
+            out[name] = convert(v)
+    if defaults:
+        for k, d in defaults.items():
+            out.setdefault(k, d)
+    return out
+
+
 # RLHEALTH_NATIVE=0 forces the Python versions (tests run the whole probe that way too).
 _native: ModuleType | None = None
 if os.environ.get("RLHEALTH_NATIVE", "1") != "0":
@@ -70,6 +100,10 @@ if _native is not None:
     utf8_valid: Callable[[bytes], bool] = _native.utf8_valid
     count_newlines: Callable[[bytes], int] = _native.count_newlines
     _native_line_starts: Callable[[bytes, int], tuple[bytes, int]] = _native.line_starts
+    # a helper built from an older fastlines.c (a stale in-place build) lacks fields_of: use the twin
+    fields_of: Callable[[tuple[str | None, ...], tuple[tuple[str, int, int], ...], Callable[[str], object],
+                         Callable[[str, str], object], dict[str, object] | None], dict[str, object]] = getattr(
+        _native, "fields_of", fields_of_py)
 
     def line_starts(data: bytes, base: int) -> tuple[Sequence[int], int]:
         """(base + the start offset of every line of ``data.split(b"\\n")``, the longest line's
@@ -81,3 +115,4 @@ else:  # pragma: no cover
     utf8_valid = utf8_valid_py
     count_newlines = count_newlines_py
     line_starts = line_starts_py
+    fields_of = fields_of_py

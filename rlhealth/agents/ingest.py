@@ -139,6 +139,8 @@ def _touch_role(state: JobHealth, role: str, ts: float | None) -> None:
 
 def _float(v: object) -> float | None:
     """A finite float or None: NaN/Inf never enter the state (they break equality and medians)."""
+    if v is None:
+        return None  # a field the line did not carry: float(None) would raise, slowly
     try:
         f = float(v)  # type: ignore[arg-type]
     except (TypeError, ValueError, OverflowError):
@@ -237,30 +239,56 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     findings: list[Finding] = []
     memo: dict[int, datetime | None] = {}
     peeled: dict[int, tuple] = {}
+    # Per batch, what depends only on the rule (its declaration) or only on a line's prefixes (role,
+    # attempt: the scheduler's attempt and the batch's source do not change within a batch); most
+    # matched lines of dense logs share both with many others.
+    by_rule: dict[str, tuple[str, str | None, bool, bool]] = {}
+    by_prefixes: dict[tuple, tuple[str | None, int | None]] = {}
+    no_ts = prev_stream_ts if prev_stream_ts is not None else batch_ts
+    offsets = batch.offsets
+    stream = batch.source.stream
     for m in matches:
         text = m.text
-        # m.text is lines[m.index] ANSI-stripped: one peel gives its prefixes and its own timestamp
-        pk = peeled.get(m.index)
+        index = m.index
+        rule = m.rule
+        # m.text is lines[index] ANSI-stripped: one peel gives its prefixes and its own timestamp
+        pk = peeled.get(index)
         if pk is None:
-            pk = peeled[m.index] = peel_stripped(text)
-        dt = explicit_ts[m.index] if explicit_ts is not None else None
+            pk = peeled[index] = peel_stripped(text)
+        dt = explicit_ts[index] if explicit_ts is not None else None
         if dt is None:
-            if m.index not in memo:
-                memo[m.index] = timestamp_of_peeled(pk[1], pk[2], now)  # == line_timestamp(lines[m.index], now)
-            dt = _line_time(lines, m.index, now, memo, explicit_ts)
-        ts = dt.timestamp() if dt is not None else (prev_stream_ts if prev_stream_ts is not None else batch_ts)
+            dt = memo.get(index, _NO_TS)  # type: ignore[arg-type]
+            if dt is _NO_TS:
+                dt = memo[index] = timestamp_of_peeled(pk[1], pk[2], now)  # == line_timestamp(lines[index], now)
+            if dt is None:
+                dt = _line_time(lines, index, now, memo, explicit_ts)
+        ts = dt.timestamp() if dt is not None else no_ts
         # peel_prefixes strips again: only a text that still holds an ESC can differ from the peel above
         prefixes, rest = peel_prefixes(text) if "\x1b" in text else pk[:2]
-        role = roles.role_of_prefixes(prefixes) or st.role
-        if role == roles.OTHER:
-            decl = catalog.signals.get(m.rule.signal)
-            if decl is not None and decl.role in roles.ROLES:
-                role = decl.role
-        attempt = _attempt_for(state, batch, prefixes)
-        offset = batch.offsets[m.index] if batch.offsets is not None else None
-        ev = Ev(ts, key, _clip(text), m.rule.id, file=batch.source.stream, offset=offset)
-        _apply_match(state, m, rest, prefixes, role, ts, ev, attempt, lines, batch, key, catalog)
-        if m.rule.kind in FINDING_KINDS:
+        ri = by_rule.get(rule.id)
+        if ri is None:
+            decl = catalog.signals.get(rule.signal)
+            ri = by_rule[rule.id] = (decl.effect if decl is not None else "death",
+                                     decl.role if decl is not None and decl.role in roles.ROLES else None,
+                                     rule.kind in FINDING_KINDS,
+                                     rule.signal not in ("python_exception", "trainer_metrics_nonfinite"))
+        pa = by_prefixes.get(prefixes)
+        if pa is None:
+            pa = by_prefixes[prefixes] = (roles.role_of_prefixes(prefixes), _attempt_for(state, batch, prefixes))
+        role = pa[0] or st.role
+        if role == roles.OTHER and ri[1] is not None:
+            role = ri[1]
+        attempt = pa[1]
+        offset = offsets[index] if offsets is not None else None
+        ev = Ev(ts, key, _clip(text), rule.id, file=stream, offset=offset)
+        if ri[0] == "engine_stats" and ri[3]:
+            # most matched lines of dense logs: what _apply_match does for them, without its dispatch
+            _touch_role(state, roles.ENGINE, ts)
+            _engine_stats(state, m.fields, prefixes, ts, batch, key)
+            note_signal(state, rule.signal, ev, attempt, role)
+        else:
+            _apply_match(state, m, rest, prefixes, role, ts, ev, attempt, lines, batch, key, catalog, ri[0])
+        if ri[2]:
             findings.append(Finding(
                 kind=m.rule.kind, rule_id=m.rule.id, text=ev.text, event_time=dt, source=key,
                 severity=m.rule.severity, gates=m.rule.gates, fields=dict(m.fields),
@@ -294,13 +322,13 @@ def _line_time(lines: list[str], index: int, now: datetime, memo: dict,
 
 
 def _apply_match(state: JobHealth, m: LineMatch, rest: str, prefixes, role: str, ts: float | None, ev: Ev,
-                 attempt: int | None, lines: list[str], batch: LogBatch, key: str, catalog: Catalog) -> None:
-    """Fold one matched line by its signal's declared effect (rules/signals.toml)."""
+                 attempt: int | None, lines: list[str], batch: LogBatch, key: str, catalog: Catalog,
+                 effect: str) -> None:
+    """Fold one matched line by its signal's declared `effect` (rules/signals.toml; "death" when
+    the signal is not declared)."""
     rule = m.rule
     sig = rule.signal
     f = m.fields
-    decl = catalog.signals.get(sig)
-    effect = decl.effect if decl is not None else "death"
     if effect in ("progress", "activity", "engine_stats", "engine_pressure", "engine_up", "weight_sync"):
         _touch_role(state, roles.ENGINE if effect in ("engine_stats", "engine_up") else role, ts)
     if effect == "engine_stats":
@@ -512,6 +540,23 @@ def _step_time(pairs: list[tuple[str, str]]) -> float | None:
     return None
 
 
+_METRIC_KEYS: dict[str, tuple[str | None, bool]] = {}
+
+
+def _metric_key(key: str) -> tuple[str | None, bool]:
+    """(the history a metric name feeds: loss, grad_norm, entropy or None; whether a non-finite value
+    of it is an alarm), memoised: trainers print the same names on every line."""
+    lk = key.lower().replace(" ", "_")
+    kind = ("loss" if (lk.endswith("policy_loss") or lk in ("final_loss", "loss", "lm_loss") or lk.endswith("/loss")
+                       or lk.endswith("pg_loss"))
+            else "grad_norm" if "grad_norm" in lk
+            else "entropy" if lk.endswith("entropy") else None)
+    info = (kind, "loss" in lk or "grad" in lk)
+    if len(_METRIC_KEYS) < 4096:
+        _METRIC_KEYS[key] = info
+    return info
+
+
 def _trainer_metrics(state: JobHealth, f: dict, ts: float | None, ev: Ev) -> None:
     """Loss, grad norm and entropy from WANDB_MIRROR JSON or SkyRL's printed stats dict (both key: number)."""
     raw = f.get("metrics")
@@ -531,18 +576,19 @@ def _trainer_metrics(state: JobHealth, f: dict, ts: float | None, ev: Ev) -> Non
     seen: set[str] = set()
     nonfinite_line = False
     for key, value in pairs:
-        lk = key.lower().replace(" ", "_")
+        info = _METRIC_KEYS.get(key)
+        if info is None:
+            info = _metric_key(key)
+        kind, loss_or_grad = info
+        if kind is None and not loss_or_grad:
+            continue  # neither kept nor a non-finite alarm, whatever its value
         v = float(value.replace("Infinity", "inf"))
         if not math.isfinite(v):
-            if ("loss" in lk or "grad" in lk) and not nonfinite_line:
+            if loss_or_grad and not nonfinite_line:
                 nonfinite_line = True  # one line is one occurrence, however many fields it makes NaN
                 hist.nonfinite += 1
                 hist.nonfinite_ev = ev
             continue
-        kind = ("loss" if (lk.endswith("policy_loss") or lk in ("final_loss", "loss", "lm_loss") or lk.endswith("/loss")
-                           or lk.endswith("pg_loss"))
-                else "grad_norm" if "grad_norm" in lk
-                else "entropy" if lk.endswith("entropy") else None)
         if kind is None or kind in seen:
             continue  # one value per kind per line (the first is the headline one)
         seen.add(kind)

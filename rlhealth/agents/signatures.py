@@ -26,7 +26,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from rlhealth.agents.bytescan import line_starts, strip_ansi_bytes
+from rlhealth.agents.bytescan import fields_of, line_starts, strip_ansi_bytes
 from rlhealth.agents.normalize import strip_ansi
 
 __all__ = [
@@ -76,7 +76,9 @@ class RuleSet:
     versions: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass's __init__ costs ~2 us, paid per matched line of dense logs. Read-only by
+# convention.
+@dataclass(slots=True)
 class LineMatch:
     index: int
     rule: Rule
@@ -85,6 +87,9 @@ class LineMatch:
 
 
 _BISECT_MIN_BYTES = 1 << 18
+# Batches whose hits a reader handed over and the core has not scanned yet: a capture merge holds one
+# batch per log file (up to 64 files for the probe's workers), a reader up to 20 before a first timestamp.
+_MAX_HANDED = 128
 
 
 def block_pattern(pattern: str) -> str:
@@ -234,30 +239,30 @@ class _Extractor:
         self._plan = tuple(plan)
 
     def __call__(self, text: str) -> dict[str, object]:
-        out: dict[str, object] = {}
-        if self.regex is not None:
-            m = self.regex.search(text)
-            if m is not None:
-                before: tuple = ()
-                if self.before is not None:
-                    start = m.start()
-                    b = self.before.search(text, max(0, start - EXTRACT_BEFORE_CHARS), start)
-                    if b is not None:
-                        before = b.groups()
-                # per field: the value of its group (None when the group did not take part)
-                values = m.groups() + before
-                for name, i, how in self._plan:
-                    v = values[i] if i < len(values) else None
-                    if v is None:
-                        continue
-                    if how == 2:
-                        # _convert's first fast path, inlined: most extracted values are ASCII integers
-                        out[name] = int(v) if v.isdigit() and v.isascii() else _convert(v)
-                    else:
-                        out[name] = v if how == 0 else convert_value(name, v)
-        if self.defaults:
-            for k, v in self.defaults.items():
-                out.setdefault(k, v)
+        return self.batch([text])[0]
+
+    def batch(self, texts: Sequence[str]) -> list[dict[str, object]]:
+        """The fields of each of `texts` (lines this rule matched, ANSI-stripped): one regex pass
+        per line, the conversions and the dict of each in C (`bytescan.fields_of`)."""
+        defaults = self.defaults or None
+        if self.regex is None:
+            return [dict(self.defaults) for _ in texts]
+        plan = self._plan
+        convert = _convert
+        search = self.regex.search
+        before = self.before
+        out = []
+        for text, m in zip(texts, map(search, texts)):
+            if m is None:
+                out.append(dict(self.defaults))
+                continue
+            values = m.groups()
+            if before is not None:
+                start = m.start()
+                b = before.search(text, max(0, start - EXTRACT_BEFORE_CHARS), start)
+                if b is not None:
+                    values += b.groups()
+            out.append(fields_of(values, plan, convert, convert_value, defaults))
         return out
 
 
@@ -278,6 +283,8 @@ class Classifier:
         else:
             raise ValueError(f"unknown engine {engine!r}")
         self._engine = engine
+        # hits a prefiltering log reader found for a batch it built (`hand_hits`), by id of its lines
+        self._handed: dict[int, tuple[Sequence[str], list[tuple[int, int]]]] = {}
 
     @property
     def engine(self) -> str:
@@ -368,6 +375,16 @@ class Classifier:
             return self._hits_hyperscan(stripped)
         return self._hits_re2(stripped.split(b"\n"))
 
+    def hand_hits(self, lines: Sequence[str], hits: list[tuple[int, int]]) -> None:
+        """A log reader that already scanned the bytes of `lines` (`block_hits`) hands over its
+        (line, rule) pairs: the next `scan` of this very list object uses them instead of scanning
+        again. They must be what `raw_hits(lines)` gives (the reader hands them only for a batch whose
+        lines are its bytes as decoded, or "" where no rule matched). Bounded: batches never scanned
+        (dropped, or held past the bound) are forgotten and simply scanned."""
+        if len(self._handed) >= _MAX_HANDED:
+            self._handed.clear()
+        self._handed[id(lines)] = (lines, hits)
+
     def raw_hits(self, lines: Sequence[str]) -> list[tuple[int, int]]:
         """(line index, rule index) pairs before benign suppression, sorted."""
         return self._raw(lines)
@@ -375,6 +392,10 @@ class Classifier:
     def _raw(self, lines: Sequence[str], data: bytes | None = None) -> list[tuple[int, int]]:
         if not lines:
             return []
+        if self._handed:
+            handed = self._handed.pop(id(lines), None)
+            if handed is not None and handed[0] is lines:
+                return handed[1]
         if data is not None:  # the caller's "\n".join(lines).encode(), no line holding a newline
             buf = strip_ansi_bytes(data)
         else:
@@ -398,7 +419,7 @@ class Classifier:
         rules = self._rules
         benign = self._benign
         fault = self._fault
-        out: list[LineMatch] = []
+        kept: list[tuple[int, int, str]] = []
         n = len(hits)
         i = 0
         while i < n:
@@ -414,6 +435,18 @@ class Classifier:
                 rid = hits[k][1]
                 if has_benign and fault[rid]:
                     continue
-                out.append(LineMatch(line, rules[rid], self._extract[rid](text), text))
+                kept.append((line, rid, text))
             i = j
-        return out
+        # fields: one extraction pass per rule over all the lines it matched
+        by_rule: dict[int, list[int]] = {}
+        for k, hit in enumerate(kept):
+            ks = by_rule.get(hit[1])
+            if ks is None:
+                by_rule[hit[1]] = [k]
+            else:
+                ks.append(k)
+        fields: list[dict[str, object]] = [{}] * len(kept)
+        for rid, ks in by_rule.items():
+            for k, f in zip(ks, self._extract[rid].batch([kept[k][2] for k in ks])):
+                fields[k] = f
+        return [LineMatch(line, rules[rid], f, text) for (line, rid, text), f in zip(kept, fields)]

@@ -51,6 +51,10 @@ CHUNK_BYTES = 1 << 20
 MAX_LINE_BYTES = MAX_LINE_CHARS * 4
 TIME_SCAN_LINES = 8
 MAX_HELD_BATCHES = 20
+# A prefiltering reader decodes a whole batch in one call when at least this share of its lines are
+# matched or secret-marked (dense metric logs): see `LogReader._sparse_batch`. Decoding a line costs
+# ~0.1 us, finding the stamped line before a match ~3 us.
+DENSE_BATCH_MIN_SHARE = 0.25
 # Lines of each batch a prefiltering reader always decodes: its own event_time scan and the core's freshness.
 TAIL_LINES = max(TIME_SCAN_LINES, ingest.FRESHNESS_LINES)
 
@@ -544,8 +548,6 @@ class LogReader:
                 lines[j] = t
             return t
 
-        for j in range(max(0, n - TAIL_LINES), n):
-            text(j)
         # The core reads matched lines, and a redaction can make a line match: both get the context
         # the core may read before a match.
         anchors: dict[int, int] = {}
@@ -553,8 +555,19 @@ class LogReader:
             anchors[j] = max(anchors.get(j, 0), ingest.lines_before_match(rules[rid]))
         for j in secrets:
             anchors[j] = ingest.TRACEBACK_LOOKBACK_LINES
-        for j in anchors:
-            text(j)
+        bstart = starts[i] - off
+        bend = starts[i + n] - off - 1 if i + n < total else last
+        # A batch where most lines are anchors (metric and progress lines) is decoded whole, in one
+        # call: cheaper than a line at a time and than finding, per match, the stamped line its time
+        # comes from. Every line decoded is a superset of what the core reads (it reads the same text).
+        whole = len(anchors) >= DENSE_BATCH_MIN_SHARE * n
+        if whole:
+            lines = data[bstart:bend].decode("utf-8").split("\n")
+        else:
+            for j in range(max(0, n - TAIL_LINES), n):
+                text(j)
+            for j in anchors:
+                text(j)
         changed = self.redactor.redact_block(b"", lines, secrets) if secrets else 0
         trunc = 0
         if changed:
@@ -562,24 +575,29 @@ class LogReader:
                 if len(lines[j]) > MAX_LINE_CHARS:
                     lines[j] = lines[j][:MAX_LINE_CHARS]
                     trunc += 1
-        if self.last_time is None:
+        else:
+            # every line is its bytes as decoded (or "", and those have no hit): the core's scan of
+            # this batch would find exactly these hits, so it takes them instead of scanning again
+            assert self.prefilter is not None
+            self.prefilter.hand_hits(lines, hits)
+        if whole:
+            pass
+        elif self.last_time is None:
             # before the file's first timestamp the batch takes its last stamped line, wherever it
             # is (`_batch_time` looks at every line then): decode back to it (secret lines among
             # them are decoded and masked already)
             for j in range(n - 1, -1, -1):
                 if line_timestamp(text(j), ref) is not None:
                     break
-        for j, before in anchors.items():
+        for j, before in ({} if whole else anchors).items():
             for k in range(max(0, j - before), j):
                 text(k)
             # back to the nearest line with its own timestamp, as the core's time lookback goes
             for k in range(j, max(j - ingest.TIME_LOOKBACK_LINES, -1), -1):
                 if line_timestamp(text(k), core_now) is not None:
                     break
-        self.lines_decoded += n - lines.count("")
+        self.lines_decoded += n if whole else n - lines.count("")
         self.lines_read += n
-        bstart = starts[i] - off
-        bend = starts[i + n] - off - 1 if i + n < total else last
         self.bytes_read += bend - bstart + 1
         self.truncated_lines += trunc
         fields = dict(lines=lines, offsets=list(starts[i:i + n]), first_line_no=first_no + i, truncated_lines=trunc,

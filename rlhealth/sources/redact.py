@@ -19,7 +19,9 @@ line stays readable and greppable):
 
 * assignments whose name ends in a credential word: ``HF_TOKEN=...``, ``WANDB_API_KEY=...``,
   ``DAYTONA_API_KEY=...``, ``api_key=...``, ``"token": "..."``, ``aws_secret_access_key = ...``,
-  ``password: ...`` (``max_tokens=4096`` and ``tokenizer=...`` are not credentials and stay);
+  ``password: ...`` (``max_tokens=4096`` and ``tokenizer=...`` are not credentials and stay, and
+  neither is a value of only digits and dots unless the name is a password: SGLang's
+  ``#token: 29301`` is a count);
 * ``Authorization: <scheme> <value>`` headers and ``Bearer <token>`` anywhere;
 * command-line flags ``--api-key X``, ``--token=X``, ``--password X``;
 * well-known token shapes anywhere in a line, also in free text: OpenAI/Anthropic ``sk-...``,
@@ -39,6 +41,7 @@ value under a secret-looking key name (`secret_key_name`) and secrets inside any
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from rlhealth import settings
 
@@ -85,8 +88,13 @@ def _ci(pattern: bytes) -> bytes:
     return bytes(out)
 
 
-_CRED_WORD = _ci(rb"(?:api[_-]?key|access[_-]?key(?:[_-]?id)?|secret[_-]?key|private[_-]?key|token|secret"
-                 rb"|passw(?:or)?d|pwd|credentials?)")
+_PASSWORD_WORD = _ci(rb"(?:passw(?:or)?d|pwd)")
+_CRED_WORD_NOT_PASSWORD = _ci(rb"(?:api[_-]?key|access[_-]?key(?:[_-]?id)?|secret[_-]?key|private[_-]?key|token"
+                              rb"|secret|credentials?)")
+_CRED_WORD = rb"(?:" + _CRED_WORD_NOT_PASSWORD + rb"|" + _PASSWORD_WORD + rb")"
+# A byte that can begin a value character (`[^\s"',;&}\]]` of the substitution) other than [0-9.]:
+# bytes >= 0x80 all pass (a lead byte of a Unicode space too: a superset is safe).
+_VALUE_NOT_NUMBER = rb"[^\t\n\x0b\x0c\r \x1c-\x1f\"',;&}\]0-9.]"
 
 MARKERS: tuple[bytes, ...] = (
     # Authorization header: the word followed by an optional quote and = or :
@@ -101,8 +109,10 @@ MARKERS: tuple[bytes, ...] = (
     # a credential word wrapped in ANSI colour codes (``\x1b[1mAPI_KEY\x1b[0m=...``): the
     # substitutions run on the line with its ANSI codes stripped
     (_CRED_WORD + rb"|" + _ci(rb"key")).join([rb"(?:", rb")[\"']?\x1b\[[0-9;?]*[ -/]*[@-~]"]),
-    # NAME=value / NAME: value / "name": "value" where NAME ends in a credential word
-    _CRED_WORD + rb"[\"']?" + _WS + rb"*[=:]",
+    # NAME=value / NAME: value / "name": "value" where NAME ends in a credential word: any value
+    # after a password word, else a value that is not only digits and dots (see `_not_a_count`)
+    _PASSWORD_WORD + rb"[\"']?" + _WS + rb"*[=:]",
+    _CRED_WORD_NOT_PASSWORD + rb"[\"']?" + _WS + rb"*[=:]" + _WS + rb"*[\"']?[0-9.]*" + _VALUE_NOT_NUMBER,
     # known token shapes (case-sensitive, like their substitution)
     rb"(?:sk-|hf_|gh[pousr]_|github_pat_|xox[abprs]-|dtn_|wandb_v1_)[A-Za-z0-9_-]{12}",
     rb"sk-ant-api",  # sk-ant-api<digits>: the substitution's \d also takes non-ASCII digits
@@ -253,7 +263,20 @@ _SECRET_NAME = (
     r"session[_-]?token|token|secret|passw(?:or)?d|passwd|pwd|credentials?))"
 )
 
-_SUBS: list[tuple[re.Pattern[str], str]] = [
+_PASSWORD_NAME_RE = re.compile(r"""(?i)(?:passw(?:or)?d|pwd)["']?\s*[=:]\s*["']?\Z""")
+_NUMBER_RE = re.compile(r"[0-9.]+\Z")
+
+
+def _not_a_count(m: re.Match[str]) -> str:
+    """The mask of a NAME=value match, unless the value is only digits and dots and NAME is not a
+    password: ``#token: 29301`` (SGLang's decode-batch stats), ``token: 512`` are counts, and no
+    credential format other than a numeric PIN is a bare number."""
+    if _NUMBER_RE.match(m.group(2)) and not _PASSWORD_NAME_RE.search(m.group(1)):
+        return m.group(0)
+    return m.group(1) + MASK
+
+
+_SUBS: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
     # Authorization: Bearer xyz / Authorization: Basic xyz / "authorization": "token xyz"
     (
         re.compile(
@@ -271,12 +294,13 @@ _SUBS: list[tuple[re.Pattern[str], str]] = [
         ),
         r"\1" + MASK,
     ),
-    # NAME=value, NAME: value, "name": "value" where NAME ends in a credential word.
+    # NAME=value, NAME: value, "name": "value" where NAME ends in a credential word (a number is
+    # kept unless NAME is a password: `_not_a_count`).
     (
         re.compile(
             r"(?i)(\b" + _SECRET_NAME + r"""["']?\s*(?:=|:)\s*["']?)(?!\[REDACTED\]|<\|)([^\s"',;&}\]]{4,})"""
         ),
-        r"\1" + MASK,
+        _not_a_count,
     ),
     # Known token shapes, wherever they appear.
     (
