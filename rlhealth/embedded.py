@@ -168,8 +168,8 @@ def judge_along(capture_dir: Path, core: HealthCore, now: datetime | None = None
             out.verdicts.append(shown)
 
     for event in _until(cap.events(), when):
-        t = event.event_time  # type: ignore[attr-defined]
-        if not started and event.kind != "job_spec":
+        t = event.event_time
+        if not started and getattr(event, "kind", None) != "job_spec":
             started = True
             step = max(HISTORY_MIN_STEP_S, (when - t).total_seconds() / max(1, points))
             grid.extend(t + timedelta(seconds=step * k) for k in range(1, points + 1)

@@ -212,7 +212,7 @@ def _trajectory(path: Path) -> tuple[int | None, list[str], datetime | None, str
     obj, problem, _note, _raw = _read_json(path)
     if obj is None or not isinstance(obj, dict):
         return None, [], None, problem if problem not in (None, "missing") else None
-    steps = obj.get("steps") if isinstance(obj.get("steps"), list) else []
+    steps = _list_at(obj, "steps")
     turns = 0
     texts: list[str] = []
     first: datetime | None = None
@@ -282,8 +282,8 @@ def read_trial_dir(
         elif "__" in name:
             task_name = name.rsplit("__", 1)[0]
 
-    agent_result = res.get("agent_result") if res is not None and isinstance(res.get("agent_result"), dict) else {}
-    metadata = agent_result.get("metadata") if isinstance(agent_result.get("metadata"), dict) else {}
+    agent_result = _dict_at(res, "agent_result") if res is not None else {}
+    metadata = _dict_at(agent_result, "metadata")
 
     # turns and samples
     turns: int | None = None
@@ -331,7 +331,7 @@ def read_trial_dir(
         phase="started",
         trial_name=name,
         task_name=task_name,
-        session=session,  # type: ignore[arg-type]
+        session=session,
         started_at=started_at,
         assistant_turns=turns if not has_result else None,
         output_samples=_samples(texts) if not has_result else [],
@@ -345,8 +345,8 @@ def read_trial_dir(
     finished_at = None
     timings: dict[str, float] = {}
     if res is not None:
-        vr = res.get("verifier_result") if isinstance(res.get("verifier_result"), dict) else {}
-        rewards = vr.get("rewards") if isinstance(vr.get("rewards"), dict) else {}
+        vr = _dict_at(res, "verifier_result")
+        rewards = _dict_at(vr, "rewards")
         if "reward" in rewards:
             reward = _finite(rewards["reward"])
         elif len(rewards) == 1:
@@ -390,7 +390,7 @@ def read_trial_dir(
         phase="completed",
         trial_name=name,
         task_name=task_name,
-        session=session,  # type: ignore[arg-type]
+        session=session,
         reward=reward,
         exception_type=exc_type,
         exception_message=(redact(exc_msg[:MAX_OUTPUT_SAMPLE_CHARS])[:MAX_OUTPUT_SAMPLE_CHARS]
@@ -425,7 +425,7 @@ def read_trials(
                 rel,
                 session,
                 TrialEvent(job_id=job_id, event_time=t, source=src, phase="started", trial_name=d.name,
-                           session=session),  # type: ignore[arg-type]
+                           session=session),
                 None,
                 [("", "unreadable", f"{type(exc).__name__}: {str(exc)[:200]}")],
             )
@@ -475,7 +475,7 @@ class TrialDirWatcher:
             source=self.source.model_copy(update={"stream": rel}),
             phase="vanished",
             trial_name=name,
-            session=session,  # type: ignore[arg-type]
+            session=session,
         )
 
     def poll(self) -> list[TrialEvent]:
@@ -538,3 +538,14 @@ class TrialDirWatcher:
 
 
 __all__ = ["TrialDirWatcher", "TrialRead", "find_trial_dirs", "read_trial_dir", "read_trials"]
+
+
+def _dict_at(obj: dict, key: str) -> dict:
+    """obj[key] when it is a JSON object, else {} (partial and odd files are the norm)."""
+    value = obj.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _list_at(obj: dict, key: str) -> list:
+    value = obj.get(key)
+    return value if isinstance(value, list) else []

@@ -47,8 +47,8 @@ def _add(reasons: list[str], r: Any) -> None:
 
 def pod_status(pod: dict, fallback_name: str = "pod") -> PodStatus:
     """One pod object (as kubectl prints it) -> PodStatus. Tolerates partial objects."""
-    meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
-    status = pod.get("status") if isinstance(pod.get("status"), dict) else pod
+    meta = _dict_at(pod, "metadata")
+    status = _dict_at(pod, "status") if isinstance(pod.get("status"), dict) else pod
     name = meta.get("name") if isinstance(meta.get("name"), str) else fallback_name
     reasons: list[str] = []
     messages: list[str] = []
@@ -66,8 +66,8 @@ def pod_status(pod: dict, fallback_name: str = "pod") -> PodStatus:
             restarts += rc
         if not c.get("ready"):
             all_ready = False
-        state = c.get("state") if isinstance(c.get("state"), dict) else {}
-        last = c.get("lastState") if isinstance(c.get("lastState"), dict) else {}
+        state = _dict_at(c, "state")
+        last = _dict_at(c, "lastState")
         for sname in ("waiting", "terminated"):
             s = state.get(sname)
             if isinstance(s, dict):
@@ -163,3 +163,14 @@ def load_pods_json(text: str | bytes) -> list[PodStatus]:
 
 
 __all__ = ["infer_state", "load_pods_json", "pod_status", "pod_statuses_from_json", "snapshot_time"]
+
+
+def _dict_at(obj: dict, key: str) -> dict:
+    """obj[key] when it is a JSON object, else {} (partial and odd files are the norm)."""
+    value = obj.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _list_at(obj: dict, key: str) -> list:
+    value = obj.get(key)
+    return value if isinstance(value, list) else []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import orjson
 from kubernetes import client as k8s
@@ -54,10 +55,12 @@ def pod_statuses(
     resp = api.list_namespaced_pod(
         namespace, label_selector=label_selector, _preload_content=False, _request_timeout=timeout_s
     )
+    # _preload_content=False: the raw urllib3 response, not the V1PodList the stubs promise
+    raw: Any = resp
     try:
-        obj = orjson.loads(resp.data)
+        obj = orjson.loads(raw.data)
     finally:
-        resp.release_conn()
+        raw.release_conn()
     pods = pod_statuses_from_json(obj)
     return JobStatePoll(
         job_id=job_id or label_selector,

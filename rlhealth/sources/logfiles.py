@@ -114,8 +114,8 @@ def source_for(rel: str, *, cluster: str | None = None, shipper: str | None = No
 
 def slurm_leg_order(rels: list[str]) -> dict[str, int]:
     """job id -> leg index, from the `.out/.err` file names alone (numeric job-id order)."""
-    ids = sorted({describe_log(r).slurm_job_id for r in rels} - {None},
-                 key=lambda j: tuple(int(x) for x in j.split("_")))  # type: ignore[union-attr]
+    found = {describe_log(r).slurm_job_id for r in rels}
+    ids = sorted((j for j in found if j is not None), key=lambda j: tuple(int(x) for x in j.split("_")))
     return {j: i for i, j in enumerate(ids)}
 
 
@@ -359,7 +359,7 @@ class LogReader:
         block = b"\n".join(raw)
         try:
             # == block.decode().split("\n") when valid (a newline never splits a UTF-8 sequence)
-            lines, bad = list(map(bytes.decode, raw)), []
+            lines, bad = list(map(bytes.decode, raw)), []  # type: list[str], list[int]
         except UnicodeDecodeError:
             lines, bad = _decode(block)
         # Markers are searched in the raw bytes; lines with invalid UTF-8 always take the exact path.
@@ -425,7 +425,7 @@ class LogReader:
         for lines before which no timestamp was ever seen. `max_bytes` bounds what one call reads
         (dense path only; `self.tail.more` says whether the file had more).
         """
-        fb = fallback_time if callable(fallback_time) else (lambda: fallback_time)  # type: ignore[assignment,return-value]
+        fb = fallback_time if callable(fallback_time) else (lambda: fallback_time)
         if self.prefilter is not None:
             yield from self._read_prefiltered(final, ref_time, fb)
             return
