@@ -148,3 +148,10 @@ def test_poller_reports_failures_as_data() -> None:
                                with_apps=False).poll_once()
         assert poll.gpus == [] and poll.event_time == T0
         assert any(needle in e for e in poll.errors), poll.errors
+
+
+def test_a_line_the_csv_module_refuses_is_split_not_raised() -> None:
+    from rlhealth.sources.nvidia_smi import split_cells
+
+    assert split_cells("0, 45 %, 10\r20 MiB") == ["0", "45 %", "10\r20 MiB"]
+    assert split_cells('0, "a, b", 3') == ["0", "a, b", "3"]

@@ -84,8 +84,13 @@ _TS_RE = re.compile(r"^(\d{4})[/-](\d{2})[/-](\d{2})[ T](\d{2}):(\d{2}):(\d{2})(
 
 
 def split_cells(line: str) -> list[str]:
-    """One CSV line of nvidia-smi output -> its cells (", " separated; quotes honoured)."""
-    return next(csv.reader([line], skipinitialspace=True), [])
+    """One CSV line of nvidia-smi output -> its cells (", " separated; quotes honoured). A line the
+    csv module refuses (a stray carriage return or NUL in a damaged file) is split on commas: the
+    row is then judged by the same cell checks as any other."""
+    try:
+        return next(csv.reader([line], skipinitialspace=True), [])
+    except csv.Error:
+        return [cell.strip() for cell in line.split(",")]
 
 
 def _header_name(cell: str) -> str:
