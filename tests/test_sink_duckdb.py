@@ -144,3 +144,21 @@ def test_a_store_written_before_partitioning_is_migrated_on_open(tmp_path) -> No
         assert store.rows_written["findings"] == 1
     assert query(path, "SELECT count(*) FROM findings WHERE job_id = 'job-a'") == [(2,)]
     assert query(path, "SELECT table_type FROM information_schema.tables WHERE table_name = 'findings'") == [("VIEW",)]
+
+
+def test_key_hashes_are_recomputed_when_duckdbs_hash_changes(tmp_path) -> None:
+    path = tmp_path / "ev.duckdb"
+    with EvidenceStore(path) as store:
+        store.add_findings("job-a", [finding(i) for i in range(3)])
+    # as if the file had been written by a DuckDB whose hash() gave other values
+    con = duckdb.connect(str(path))
+    con.execute("UPDATE store_meta SET value = 'another duckdb' WHERE key = 'key_hash_probe'")
+    for (name,) in con.execute("SELECT table_name FROM information_schema.tables "
+                               "WHERE table_schema = 'findings_parts'").fetchall():
+        con.execute(f"UPDATE findings_parts.{name} SET key_hash = 0")
+    con.close()
+    with EvidenceStore(path) as store:
+        store.add_findings("job-a", [finding(i) for i in range(4)])  # a replay plus one new finding
+        store.flush()
+        assert store.rows_written["findings"] == 1
+    assert query(path, "SELECT count(*) FROM findings") == [(4,)]

@@ -148,6 +148,7 @@ class EvidenceStore:
         try:
             findings_parts.migrate(self._con)
             self._con.execute(findings_parts.ddl()).fetchall()
+            findings_parts.check_key_hash(self._con)
             self._con.execute("COMMIT").fetchall()
         except BaseException:
             self._con.execute("ROLLBACK").fetchall()

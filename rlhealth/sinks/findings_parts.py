@@ -7,10 +7,12 @@ string columns capped ingest near 40k rows/s and doubled the file). So findings 
 `part_of(job_id)`, which equals `md5_number_lower(job_id) % PARTS` in DuckDB SQL. The view
 `findings` is their union, with the documented columns.
 
-Each partition has one extra column, `key_hash`: the low 64 bits of md5(job_id, rule_id, ref_key).
+Each partition has one extra column, `key_hash`: DuckDB's 64-bit `hash(job_id, rule_id, ref_key)`.
 A row is new unless a row with the same `key_hash` and `event_time` is already in its partition
-(the anti-join reads two fixed-width columns, not the strings). Buffers are columnar: a finding
-costs one tuple append, and a flush is one Arrow table and one INSERT per touched partition.
+(the anti-join reads two fixed-width columns, not the strings). DuckDB does not promise `hash` is
+the same across versions, so the store keeps a probe value of it (`store_meta`) and recomputes every
+key_hash when the probe changes (`check_key_hash`). Buffers are columnar: a finding costs a few list
+appends, and a flush is one Arrow table and one INSERT per touched partition.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ COLUMNS = ", ".join(FINDINGS_SCHEMA.names)
 _COLUMN_DDL = """job_id VARCHAR NOT NULL, event_time TIMESTAMPTZ, kind VARCHAR, rule_id VARCHAR NOT NULL,
     severity VARCHAR, source VARCHAR, text VARCHAR, ref JSON, ref_key VARCHAR NOT NULL,
     gates VARCHAR, fields JSON, inserted_at TIMESTAMPTZ"""
-KEY_HASH_SQL = "md5_number_lower(job_id || chr(31) || rule_id || chr(31) || ref_key)"
+KEY_HASH_SQL = "hash(job_id, rule_id, ref_key)"
+_PROBE_SQL = "SELECT hash('rlhealth', 'key_hash', 'probe')::VARCHAR"
 
 
 def part_of(job_id: str) -> int:
@@ -51,7 +54,8 @@ def table_of(part: int) -> str:
 
 
 def ddl() -> str:
-    parts = [f"CREATE SCHEMA IF NOT EXISTS {SCHEMA_NAME};"]
+    parts = [f"CREATE SCHEMA IF NOT EXISTS {SCHEMA_NAME};",
+             "CREATE TABLE IF NOT EXISTS store_meta (key VARCHAR PRIMARY KEY, value VARCHAR);"]
     for p in range(PARTS):
         parts.append(f"CREATE TABLE IF NOT EXISTS {table_of(p)} ({_COLUMN_DDL}, key_hash UBIGINT NOT NULL);")
     union = " UNION ALL ".join(f"SELECT {COLUMNS} FROM {table_of(p)}" for p in range(PARTS))
@@ -75,6 +79,20 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
             f"FROM findings_unpartitioned WHERE md5_number_lower(job_id) % {PARTS} = {p}").fetchall()[0][0])
     con.execute("DROP TABLE findings_unpartitioned").fetchall()
     return moved
+
+
+def check_key_hash(con: duckdb.DuckDBPyConnection) -> bool:
+    """Record the probe of `hash` in a new store; if this DuckDB's differs from the recorded one,
+    recompute every key_hash (else a replay would not match the stored rows). True if recomputed."""
+    probe = con.execute(_PROBE_SQL).fetchall()[0][0]
+    row = con.execute("SELECT value FROM store_meta WHERE key = 'key_hash_probe'").fetchall()
+    if row and row[0][0] == probe:
+        return False
+    if row:
+        for p in range(PARTS):
+            con.execute(f"UPDATE {table_of(p)} SET key_hash = {KEY_HASH_SQL}").fetchall()
+    con.execute("INSERT OR REPLACE INTO store_meta VALUES ('key_hash_probe', ?)", [probe]).fetchall()
+    return bool(row)
 
 
 def _json(obj: Any) -> str:
@@ -185,19 +203,19 @@ class FindingsBuffer:
 def insert(con: duckdb.DuckDBPyConnection, part: int, batch: pa.Table) -> int:
     """Insert one partition's batch, each finding once, skipping those already stored; returns the
     rows added. A finding is already stored when a row of its partition has the same key_hash and
-    event_time (a redelivered or replayed finding has both); within the batch the first is kept."""
+    event_time (a redelivered or replayed finding has both); of repeats within the batch one is kept
+    (DISTINCT ON: a window's row_number cost 3x more)."""
     table = table_of(part)
     con.register("_rlhealth_findings", batch)
     try:
         return int(con.execute(
             f"INSERT INTO {table} ({COLUMNS}, key_hash) SELECT {COLUMNS}, kh "
-            f"FROM (SELECT *, {KEY_HASH_SQL} AS kh FROM _rlhealth_findings "
-            f"      QUALIFY row_number() OVER (PARTITION BY kh, event_time) = 1) b "
+            f"FROM (SELECT DISTINCT ON (kh, event_time) *, {KEY_HASH_SQL} AS kh FROM _rlhealth_findings) b "
             f"WHERE NOT EXISTS (SELECT 1 FROM {table} f "
             f"WHERE f.key_hash = b.kh AND f.event_time IS NOT DISTINCT FROM b.event_time)").fetchall()[0][0])
     finally:
         con.unregister("_rlhealth_findings")
 
 
-__all__ = ["FINDINGS_SCHEMA", "PARTS", "FindingsBuffer", "finding_ref_key", "insert", "migrate", "part_of",
-           "table_of"]
+__all__ = ["FINDINGS_SCHEMA", "PARTS", "FindingsBuffer", "check_key_hash", "finding_ref_key", "insert", "migrate",
+           "part_of", "table_of"]
