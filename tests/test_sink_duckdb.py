@@ -162,3 +162,18 @@ def test_key_hashes_are_recomputed_when_duckdbs_hash_changes(tmp_path) -> None:
         store.flush()
         assert store.rows_written["findings"] == 1
     assert query(path, "SELECT count(*) FROM findings") == [(4,)]
+
+
+def test_the_timeline_reads_a_store_no_writer_has_migrated_yet(tmp_path) -> None:
+    from rlhealth.sinks import forensics
+
+    path = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE findings (job_id VARCHAR, event_time TIMESTAMPTZ, rule_id VARCHAR, severity VARCHAR, "
+                "source VARCHAR, text VARCHAR)")
+    con.execute("CREATE TABLE verdicts (job_id VARCHAR, seq BIGINT, produced_at TIMESTAMPTZ, verdict VARCHAR, "
+                "escalate BOOLEAN, job_status VARCHAR, gate_a VARCHAR, gate_b VARCHAR, gate_c VARCHAR, reasoning VARCHAR)")
+    con.execute("INSERT INTO findings VALUES ('job-a', TIMESTAMPTZ '2026-03-01 12:00:00+00', 'r', 'fatal', 'a', 'x')")
+    con.close()
+    answer = forensics.timeline(path, "job-a")
+    assert [(r[1], r[2]) for r in answer.rows] == [("finding", "r")]
