@@ -45,11 +45,12 @@ def test_findings_are_idempotent_on_ref_and_rule(tmp_path) -> None:
         # at-least-once redelivery of the same offsets, plus one new offset and one new rule on an old offset
         store.add_findings("job-a", [finding(i) for i in range(6)] + [finding(2, rule="oom.cuda")])
         store.flush()
-        # the same redelivery within one buffer de-duplicates before the insert
+        # the same redelivery within one buffer is stored once too
         store.add_findings("job-a", [finding(7), finding(7)])
-        assert store.pending() == 1
+        assert store.pending() == 2
         store.flush()
         assert store.rows_written["findings"] == 8
+        assert store.dropped["findings"] == 5 + 1  # five redelivered, one repeated in the buffer
         rows = store.query("SELECT rule_id, count(*) FROM findings GROUP BY rule_id ORDER BY rule_id")
         assert rows == [("nccl.watchdog_timeout", 7), ("oom.cuda", 1)]
         # findings without a ref de-duplicate on their content
@@ -106,3 +107,73 @@ def test_reopening_appends_and_read_only_query_cannot_write(tmp_path) -> None:
     assert query(path, "SELECT count(*) FROM verdicts") == [(2,)]
     with pytest.raises(duckdb.Error):
         query(path, "DELETE FROM verdicts")
+
+
+def test_a_jobs_findings_live_in_the_partition_sql_can_compute(tmp_path) -> None:
+    from rlhealth.sinks.findings_parts import PARTS, part_of, table_of
+
+    path = tmp_path / "ev.duckdb"
+    jobs = [f"job-{i}" for i in range(40)] + ["rl-q3-8b-grpo-mathtool", "é-job"]
+    with EvidenceStore(path) as store:
+        for j in jobs:
+            store.add_findings(j, [finding(i) for i in range(3)])
+    assert len({part_of(j) for j in jobs}) > 1
+    for j in jobs:
+        (sql_part,), = query(path, f"SELECT md5_number_lower(?) % {PARTS}", [j])
+        assert sql_part == part_of(j)
+        assert query(path, f"SELECT count(*) FROM {table_of(part_of(j))} WHERE job_id = ?", [j]) == [(3,)]
+    assert query(path, "SELECT count(*) FROM findings") == [(3 * len(jobs),)]
+
+
+def test_a_store_written_before_partitioning_is_migrated_on_open(tmp_path) -> None:
+    path = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("""CREATE TABLE findings (
+        job_id VARCHAR NOT NULL, event_time TIMESTAMPTZ, kind VARCHAR, rule_id VARCHAR NOT NULL,
+        severity VARCHAR, source VARCHAR, text VARCHAR, ref JSON, ref_key VARCHAR NOT NULL,
+        gates VARCHAR, fields JSON, inserted_at TIMESTAMPTZ, PRIMARY KEY (job_id, ref_key, rule_id))""")
+    con.execute("""INSERT INTO findings VALUES ('job-a', TIMESTAMPTZ '2026-03-01 12:00:00+00', 'nccl', 'r', 'fatal',
+        'logs/a.log', 'old line', '{"file":"a","file_offset":1}', '{"file":"a","file_offset":1}', 'A', '{}', NULL)""")
+    con.close()
+    with EvidenceStore(path) as store:
+        # the migrated row is known: offering it again adds nothing, a new one is added
+        old = Finding(kind="nccl", rule_id="r", text="old line", event_time=T0, source="logs/a.log",
+                      ref={"file": "a", "file_offset": 1})
+        store.add_findings("job-a", [old, finding(1)])
+        store.flush()
+        assert store.rows_written["findings"] == 1
+    assert query(path, "SELECT count(*) FROM findings WHERE job_id = 'job-a'") == [(2,)]
+    assert query(path, "SELECT table_type FROM information_schema.tables WHERE table_name = 'findings'") == [("VIEW",)]
+
+
+def test_key_hashes_are_recomputed_when_duckdbs_hash_changes(tmp_path) -> None:
+    path = tmp_path / "ev.duckdb"
+    with EvidenceStore(path) as store:
+        store.add_findings("job-a", [finding(i) for i in range(3)])
+    # as if the file had been written by a DuckDB whose hash() gave other values
+    con = duckdb.connect(str(path))
+    con.execute("UPDATE store_meta SET value = 'another duckdb' WHERE key = 'key_hash_probe'")
+    for (name,) in con.execute("SELECT table_name FROM information_schema.tables "
+                               "WHERE table_schema = 'findings_parts'").fetchall():
+        con.execute(f"UPDATE findings_parts.{name} SET key_hash = 0")
+    con.close()
+    with EvidenceStore(path) as store:
+        store.add_findings("job-a", [finding(i) for i in range(4)])  # a replay plus one new finding
+        store.flush()
+        assert store.rows_written["findings"] == 1
+    assert query(path, "SELECT count(*) FROM findings") == [(4,)]
+
+
+def test_the_timeline_reads_a_store_no_writer_has_migrated_yet(tmp_path) -> None:
+    from rlhealth.sinks import forensics
+
+    path = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE findings (job_id VARCHAR, event_time TIMESTAMPTZ, rule_id VARCHAR, severity VARCHAR, "
+                "source VARCHAR, text VARCHAR)")
+    con.execute("CREATE TABLE verdicts (job_id VARCHAR, seq BIGINT, produced_at TIMESTAMPTZ, verdict VARCHAR, "
+                "escalate BOOLEAN, job_status VARCHAR, gate_a VARCHAR, gate_b VARCHAR, gate_c VARCHAR, reasoning VARCHAR)")
+    con.execute("INSERT INTO findings VALUES ('job-a', TIMESTAMPTZ '2026-03-01 12:00:00+00', 'r', 'fatal', 'a', 'x')")
+    con.close()
+    answer = forensics.timeline(path, "job-a")
+    assert [(r[1], r[2]) for r in answer.rows] == [("finding", "r")]

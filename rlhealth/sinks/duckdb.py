@@ -8,13 +8,14 @@ snapshot next to the file (`<file>.snapshot`, written to a temporary file and re
 never torn) at most every `snapshot_secs`, and `connect_readonly(path)` opens the file itself when
 no process writes it, else the newest snapshot.
 
-Writes are buffered and flushed as Arrow tables (one INSERT per flush, perf-study §4: row-wise
-`executemany` is ~300x slower), every `flush_rows` rows, on `flush()` and on `close()`.
-Inserts are idempotent so at-least-once redelivery and replays add nothing twice:
+Writes are buffered and flushed as Arrow tables (one INSERT per table, perf-study §4: row-wise
+`executemany` is ~300x slower), every `flush_rows` rows, on `flush()` and on `close()`, in one
+transaction. Inserts are idempotent so at-least-once redelivery and replays add nothing twice:
 
-* findings: primary key (job_id, ref_key, rule_id); `ref_key` is the canonical JSON of the
-  finding's `ref` (topic/partition/offset or file/offset, plus any line locator the core adds),
-  or, for a finding without a ref, a digest of its event time, source and text;
+* findings (`findings_parts.py`: hash-partitioned by job, no index): key (job_id, ref_key, rule_id),
+  checked as (64-bit hash of it, event_time); `ref_key` is the canonical JSON of the finding's
+  `ref` (topic/partition/offset or file/offset, plus any line locator the core adds), or, for a
+  finding without a ref, a digest of its event time, source and text;
 * verdicts: primary key (job_id, seq, produced_at): `probe` and `watch` number their verdicts from
   a per-run base (microseconds at start), so a second probe or a restarted watch adds rows;
   `add_verdict` returns False (and `dropped` counts it) only for the very same verdict again;
@@ -45,15 +46,11 @@ from rlhealth.agents.findings import Finding, JobMetrics
 from rlhealth.schemas.codec import DeadLetter
 from rlhealth.schemas.evidence import FindingRecord, MetricsPoint
 from rlhealth.schemas.verdict import Verdict
+from rlhealth.sinks import findings_parts
 from rlhealth.sinks.evidence_records import finding_of, metrics_point
 
 TS = pa.timestamp("us", tz="UTC")
 
-FINDINGS_SCHEMA = pa.schema([
-    ("job_id", pa.string()), ("event_time", TS), ("kind", pa.string()), ("rule_id", pa.string()),
-    ("severity", pa.string()), ("source", pa.string()), ("text", pa.string()), ("ref", pa.string()),
-    ("ref_key", pa.string()), ("gates", pa.string()), ("fields", pa.string()), ("inserted_at", TS),
-])
 VERDICTS_SCHEMA = pa.schema([
     ("job_id", pa.string()), ("seq", pa.int64()), ("produced_at", TS), ("verdict", pa.string()),
     ("confidence", pa.string()), ("job_status", pa.string()), ("escalate", pa.bool_()),
@@ -87,11 +84,6 @@ DEAD_LETTERS_SCHEMA = pa.schema([
 ])
 
 DDL = """
-CREATE TABLE IF NOT EXISTS findings (
-    job_id VARCHAR NOT NULL, event_time TIMESTAMPTZ, kind VARCHAR, rule_id VARCHAR NOT NULL,
-    severity VARCHAR, source VARCHAR, text VARCHAR, ref JSON, ref_key VARCHAR NOT NULL,
-    gates VARCHAR, fields JSON, inserted_at TIMESTAMPTZ,
-    PRIMARY KEY (job_id, ref_key, rule_id));
 CREATE TABLE IF NOT EXISTS verdicts (
     job_id VARCHAR NOT NULL, seq BIGINT NOT NULL, produced_at TIMESTAMPTZ NOT NULL, verdict VARCHAR,
     confidence VARCHAR, job_status VARCHAR, escalate BOOLEAN, gates JSON, reasoning VARCHAR,
@@ -120,14 +112,16 @@ CREATE TABLE IF NOT EXISTS dead_letters (
     original_key BLOB, received_at TIMESTAMPTZ, inserted_at TIMESTAMPTZ);
 """
 
-_SCHEMAS = {"findings": FINDINGS_SCHEMA, "verdicts": VERDICTS_SCHEMA, "evidence_lines": EVIDENCE_LINES_SCHEMA,
+_SCHEMAS = {"verdicts": VERDICTS_SCHEMA, "evidence_lines": EVIDENCE_LINES_SCHEMA,
             "metrics": METRICS_SCHEMA, "source_problems": PROBLEMS_SCHEMA, "dead_letters": DEAD_LETTERS_SCHEMA}
-_KEYS = {"findings": ("job_id", "ref_key", "rule_id"), "verdicts": ("job_id", "seq", "produced_at"),
+_KEYS = {"verdicts": ("job_id", "seq", "produced_at"),
          "evidence_lines": ("job_id", "seq", "produced_at", "idx"), "metrics": ("job_id", "judged_at"),
          "source_problems": ("job_id", "path", "problem", "gate"), "dead_letters": ("dl_key",)}
 # tables whose rows are replaced on a key conflict (the newest count wins); the others keep the first row
 _UPSERT = {"source_problems": ("note", "count", "seen_at")}
-TABLES = tuple(_SCHEMAS)
+CHECKPOINT_THRESHOLD = "256MB"  # WAL size that triggers an automatic checkpoint (DuckDB default 16MB)
+SNAPSHOT_COST_SHARE = 10  # snapshot at most every 10x the last snapshot's duration
+TABLES = ("findings", *_SCHEMAS)
 
 
 def _json(obj: Any) -> str:
@@ -142,18 +136,6 @@ def _digest(*parts: object) -> str:
     return h.hexdigest()
 
 
-def _utc(value: datetime | None) -> datetime | None:
-    if value is None:
-        return None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
-
-
-def finding_ref_key(job_id: str, f: Finding) -> str:
-    if f.ref:
-        return _json(f.ref)
-    return "noref:" + _digest(job_id, f.event_time.isoformat() if f.event_time else None, f.source, f.text)
-
-
 class EvidenceStore:
     """The single writer of one evidence file. Not safe to share across processes; thread-safe within one."""
 
@@ -161,37 +143,54 @@ class EvidenceStore:
         self.path = str(path)
         self.flush_rows = flush_rows
         self._con = duckdb.connect(self.path)
+        # fewer automatic checkpoints while ingesting: each one recompresses the open row groups
+        self._con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'").fetchall()
         self._con.execute(DDL).fetchall()
+        self._con.execute("BEGIN").fetchall()
+        try:
+            findings_parts.migrate(self._con)
+            self._con.execute(findings_parts.ddl()).fetchall()
+            findings_parts.check_key_hash(self._con)
+            self._con.execute("COMMIT").fetchall()
+        except BaseException:
+            self._con.execute("ROLLBACK").fetchall()
+            raise
         self._lock = threading.Lock()
         # table -> primary key -> row; a dict also de-duplicates within one buffer
         self._buf: dict[str, dict[tuple, dict[str, Any]]] = {t: {} for t in _SCHEMAS}
-        self.rows_written = {t: 0 for t in _SCHEMAS}
+        self._findings = findings_parts.FindingsBuffer()
+        self._pending = 0
+        self.rows_written = {t: 0 for t in TABLES}
         self.dropped = {"verdicts": 0, "findings": 0, "dead_letters": 0}  # offered rows already stored
         self.snapshot_secs = snapshot_secs
         self._snap_at: float | None = None
+        self._snap_cost = 0.0  # seconds the last snapshot took
         self._dbname = str(self._con.execute("SELECT current_database()").fetchall()[0][0])
 
     # -- buffering --------------------------------------------------------------------------
     def _add(self, table: str, row: dict[str, Any], *, replace_row: bool = False) -> None:
         key = tuple(row[k] for k in _KEYS[table])
         with self._lock:
+            buf = self._buf[table]
+            n = len(buf)
             if replace_row:
-                self._buf[table][key] = row
+                buf[key] = row
             else:
-                self._buf[table].setdefault(key, row)
-            pending = sum(len(b) for b in self._buf.values())
-        if pending >= self.flush_rows:
+                buf.setdefault(key, row)
+            self._pending += len(buf) - n
+            full = self._pending >= self.flush_rows
+        if full:
             self.flush()
 
     def add_findings(self, job_id: str, findings: Iterable[Finding], *, now: datetime | None = None) -> None:
         at = now or datetime.now(UTC)
-        for f in findings:
-            self._add("findings", {
-                "job_id": job_id, "event_time": _utc(f.event_time), "kind": f.kind, "rule_id": f.rule_id,
-                "severity": f.severity, "source": f.source, "text": f.text, "ref": _json(f.ref or {}),
-                "ref_key": finding_ref_key(job_id, f), "gates": ",".join(f.gates),
-                "fields": _json(f.fields or {}), "inserted_at": at,
-            })
+        with self._lock:
+            n = len(self._findings)
+            self._findings.add(job_id, findings, at)
+            self._pending += len(self._findings) - n
+            full = self._pending >= self.flush_rows
+        if full:
+            self.flush()
 
     def add_verdict(self, v: Verdict, *, now: datetime | None = None) -> None:
         """Buffer a verdict and its evidence lines (stored on the next flush)."""
@@ -263,52 +262,75 @@ class EvidenceStore:
 
     def pending(self) -> int:
         with self._lock:
-            return sum(len(b) for b in self._buf.values())
+            return self._pending
 
     # -- writing ----------------------------------------------------------------------------
     def flush(self) -> int:
-        """Write every buffered row, one Arrow INSERT per table. Returns the rows offered."""
+        """Write every buffered row in one transaction: one Arrow INSERT per table (per touched
+        findings partition). Returns the rows offered."""
         with self._lock:
             bufs = {t: list(b.values()) for t, b in self._buf.items() if b}
             for t in bufs:
                 self._buf[t] = {}
+            parts = self._findings.take()
+            self._pending = 0
+            if not bufs and not parts:
+                return 0
             offered = 0
-            for table, rows in bufs.items():
-                schema = _SCHEMAS[table]
-                batch = pa.Table.from_pydict({n: [r[n] for r in rows] for n in schema.names}, schema=schema)
-                before = self._count(table)
-                self._con.register("_rlhealth_batch", batch)
-                try:
-                    cols = ", ".join(schema.names)
-                    if table in _UPSERT:
-                        sets = ", ".join(f"{c} = excluded.{c}" for c in _UPSERT[table])
-                        conflict = f"ON CONFLICT DO UPDATE SET {sets}"
-                    else:
-                        conflict = "ON CONFLICT DO NOTHING"
-                    self._con.execute(
-                        f"INSERT INTO {table} ({cols}) SELECT {cols} FROM _rlhealth_batch {conflict}"
-                    ).fetchall()
-                finally:
-                    self._con.unregister("_rlhealth_batch")
-                added = self._count(table) - before
-                self.rows_written[table] += added
-                if table in ("verdicts", "findings", "dead_letters"):
-                    self.dropped[table] += len(rows) - added
-                offered += len(rows)
-        if bufs and self.snapshot_secs is not None:
+            self._con.execute("BEGIN").fetchall()
+            try:
+                added: dict[str, int] = {}
+                for part, batch in parts.items():
+                    added["findings"] = added.get("findings", 0) + findings_parts.insert(self._con, part, batch)
+                for table, rows in bufs.items():
+                    added[table] = self._insert(table, rows)
+                self._con.execute("COMMIT").fetchall()
+            except BaseException:
+                self._con.execute("ROLLBACK").fetchall()
+                raise
+            counts = {t: len(r) for t, r in bufs.items()}
+            if parts:
+                counts["findings"] = sum(b.num_rows for b in parts.values())
+            for table, n in counts.items():
+                self.rows_written[table] += added[table]
+                if table in self.dropped:
+                    self.dropped[table] += n - added[table]
+                offered += n
+        if self.snapshot_secs is not None:
             self._maybe_snapshot()
         return offered
 
+    def _insert(self, table: str, rows: list[dict[str, Any]]) -> int:
+        schema = _SCHEMAS[table]
+        batch = pa.Table.from_pydict({n: [r[n] for r in rows] for n in schema.names}, schema=schema)
+        self._con.register("_rlhealth_batch", batch)
+        try:
+            cols = ", ".join(schema.names)
+            if table in _UPSERT:
+                sets = ", ".join(f"{c} = excluded.{c}" for c in _UPSERT[table])
+                conflict = f"ON CONFLICT DO UPDATE SET {sets}"
+            else:
+                conflict = "ON CONFLICT DO NOTHING"
+            # the statement's count: rows inserted (or updated, for an upsert)
+            return int(self._con.execute(
+                f"INSERT INTO {table} ({cols}) SELECT {cols} FROM _rlhealth_batch {conflict}").fetchall()[0][0])
+        finally:
+            self._con.unregister("_rlhealth_batch")
+
     # -- readers ----------------------------------------------------------------------------
     def _maybe_snapshot(self, force: bool = False) -> None:
+        # a snapshot copies the whole file, so a big store is copied less often: the writer spends
+        # at most 1/SNAPSHOT_COST_SHARE of its time copying (docs/forensics.md)
         now = time.monotonic()
-        if not force and self._snap_at is not None and now - self._snap_at < (self.snapshot_secs or 0):
+        every = max(self.snapshot_secs or 0.0, SNAPSHOT_COST_SHARE * self._snap_cost)
+        if not force and self._snap_at is not None and now - self._snap_at < every:
             return
-        self._snap_at = now
         try:
             self.snapshot()
         except Exception:  # noqa: BLE001 - a reader's copy is best effort; the store itself is written
             pass
+        self._snap_cost = time.monotonic() - now
+        self._snap_at = time.monotonic()
 
     def snapshot(self) -> Path:
         """Write a consistent read-only copy to `<file>.snapshot` (temporary file, then rename)."""
@@ -325,7 +347,8 @@ class EvidenceStore:
         return target
 
     def _count(self, table: str) -> int:
-        return int(self._con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0])
+        with self._lock:
+            return int(self._con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0])
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple]:
         """Flush, then run one statement on the writer's connection (this process only)."""

@@ -12,7 +12,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from rlhealth.sinks.duckdb import TABLES, connect_readonly
+from rlhealth.sinks.findings_parts import part_of, table_of
 
 
 @dataclass
@@ -44,7 +47,17 @@ def _window(column: str, since: datetime | None, until: datetime | None, params:
 
 def timeline(path: str | Path, job: str, since: datetime | None = None, until: datetime | None = None,
              limit: int = 500) -> Answer:
-    """A job's findings and verdicts between two times, in time order."""
+    """A job's findings and verdicts between two times, in time order. Reads only the job's findings
+    partition (a sixteenth of the findings), not the `findings` view; a store no writer has opened
+    since findings were partitioned has only the `findings` table."""
+    try:
+        return _timeline(path, job, table_of(part_of(job)), since, until, limit)
+    except duckdb.CatalogException:
+        return _timeline(path, job, "findings", since, until, limit)
+
+
+def _timeline(path: str | Path, job: str, findings: str, since: datetime | None, until: datetime | None,
+              limit: int) -> Answer:
     pf: list = [job]
     wf = _window("event_time", since, until, pf)
     pv: list = [job]
@@ -53,7 +66,7 @@ def timeline(path: str | Path, job: str, since: datetime | None = None, until: d
         SELECT * FROM (
             SELECT event_time AS time, 'finding' AS what, rule_id AS name, severity AS detail, source,
                    left(text, 200) AS text
-            FROM findings WHERE job_id = ?{wf}
+            FROM {findings} WHERE job_id = ?{wf}
             UNION ALL
             SELECT produced_at, 'verdict', verdict || CASE WHEN escalate THEN ' +escalate' ELSE '' END,
                    job_status || ' A=' || gate_a || ' B=' || gate_b || ' C=' || gate_c, 'seq ' || seq,
@@ -140,7 +153,7 @@ def export_parquet(path: str | Path, out_dir: str | Path, tables: Sequence[str] 
                 con.execute(f"COPY {t} TO '{target}' (FORMAT parquet)").fetchall()
             else:
                 target = out / t
-                con.execute(f"COPY {t} TO '{target}' (FORMAT parquet, PARTITION_BY (job_id), "
+                con.execute(f"COPY (SELECT * FROM {t}) TO '{target}' (FORMAT parquet, PARTITION_BY (job_id), "
                             "OVERWRITE_OR_IGNORE true)").fetchall()
             written[t] = str(target)
     finally:
