@@ -41,6 +41,8 @@ class Settings(BaseSettings):
     probe_workers: int | None = Field(None, ge=0, description="log-reading worker processes of `probe` "
                                                               "(0: one process; unset: chosen by size and CPUs)")
     core_factory: str = Field("", description="module:callable building the worker's HealthCore (tests)")
+    duckdb_memory_limit_bytes: int = Field(512 << 20, ge=0, description="memory cap of the evidence store's "
+                                           "DuckDB writer (0: DuckDB's own default, 80% of RAM)")
     faust_datadir: Path | None = Field(None, description="faust's local table store of the worker")
     native: bool = Field(True, description="0 forces the pure-Python twins of the C line helper")
 

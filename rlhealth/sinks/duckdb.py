@@ -42,6 +42,7 @@ import duckdb
 import orjson
 import pyarrow as pa
 
+from rlhealth import settings
 from rlhealth.agents.findings import Finding, JobMetrics
 from rlhealth.schemas.codec import DeadLetter
 from rlhealth.schemas.evidence import FindingRecord, MetricsPoint
@@ -139,10 +140,16 @@ def _digest(*parts: object) -> str:
 class EvidenceStore:
     """The single writer of one evidence file. Not safe to share across processes; thread-safe within one."""
 
-    def __init__(self, path: str | Path, *, flush_rows: int = 5000, snapshot_secs: float | None = None) -> None:
+    def __init__(self, path: str | Path, *, flush_rows: int = 5000, snapshot_secs: float | None = None,
+                 memory_limit_bytes: int | None = None) -> None:
         self.path = str(path)
         self.flush_rows = flush_rows
         self._con = duckdb.connect(self.path)
+        # DuckDB takes up to 80 % of the machine's memory by default; the store shares a worker or a
+        # probe process, so it is capped (it spills to disk beyond the cap, slower, never failing).
+        limit = memory_limit_bytes if memory_limit_bytes is not None else settings.load().duckdb_memory_limit_bytes
+        if limit:
+            self._con.execute(f"SET memory_limit = '{int(limit)}B'").fetchall()
         # fewer automatic checkpoints while ingesting: each one recompresses the open row groups
         self._con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'").fetchall()
         self._con.execute(DDL).fetchall()
