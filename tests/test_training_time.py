@@ -129,3 +129,21 @@ def test_probe_prints_the_effective_training_time_line() -> None:
     line = next(ln for ln in out.stdout.splitlines() if ln.startswith("effective training time: "))
     ratio = int(line.split(": ", 1)[1].split("%", 1)[0])
     assert 30 < ratio < 70 and "stalled" in line
+
+
+def test_probe_db_keeps_the_training_time_in_the_metric_series(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    import duckdb
+
+    db = tmp_path / "ev.duckdb"
+    subprocess.run([sys.executable, "-m", "rlhealth", "probe", str(_capture("allreduce_hang_util_power")),
+                    "--no-progress", "--db", str(db)], capture_output=True, text=True, timeout=300)
+    con = duckdb.connect(str(db), read_only=True)
+    ratio, seconds = con.execute("SELECT effective_training_ratio, training_time FROM metrics").fetchone()
+    import json
+
+    parts = json.loads(seconds)
+    assert 0.3 < ratio < 0.7 and parts["stalled"] > 3600
+    assert abs(sum(parts.values()) * ratio - parts["productive"]) < 1.0

@@ -58,6 +58,10 @@ class MetricsPoint(Model):
     job_status: str | None = None
     engines: dict[str, list[EngineStats]] = Field(default_factory=dict,
                                                   description="engine id -> its newest stats buckets, oldest first")
+    effective_training_ratio: float | None = Field(None, ge=0, le=1, description="productive trainer-step time / "
+                                                   "wall-clock time; None when unknown")
+    training_time_s: dict[str, float] = Field(default_factory=dict, description="wall-clock seconds by use: "
+                                              "productive, bring_up, stalled, failures, unattributed")
 
 
 __all__ = ["EngineStats", "FindingRecord", "MetricsPoint"]

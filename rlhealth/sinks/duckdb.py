@@ -71,7 +71,7 @@ METRICS_SCHEMA = pa.schema([
     ("staleness", pa.string()), ("trials_completed", pa.int64()), ("reward_mean", pa.float64()),
     ("nonzero_reward_ratio", pa.float64()), ("gpu_util_mean", pa.float64()), ("restarts_burned", pa.int32()),
     ("trainer_last_step", pa.int64()), ("verdict", pa.string()), ("job_status", pa.string()),
-    ("engines", pa.string()),
+    ("engines", pa.string()), ("effective_training_ratio", pa.float64()), ("training_time", pa.string()),
 ])
 PROBLEMS_SCHEMA = pa.schema([
     ("job_id", pa.string()), ("path", pa.string()), ("problem", pa.string()), ("gate", pa.string()),
@@ -103,6 +103,8 @@ CREATE TABLE IF NOT EXISTS metrics (
     gpu_util_mean DOUBLE, restarts_burned INTEGER, trainer_last_step BIGINT, verdict VARCHAR, job_status VARCHAR,
     PRIMARY KEY (job_id, judged_at));
 ALTER TABLE metrics ADD COLUMN IF NOT EXISTS engines JSON;
+ALTER TABLE metrics ADD COLUMN IF NOT EXISTS effective_training_ratio DOUBLE;
+ALTER TABLE metrics ADD COLUMN IF NOT EXISTS training_time JSON;
 CREATE TABLE IF NOT EXISTS source_problems (
     job_id VARCHAR NOT NULL, path VARCHAR NOT NULL, problem VARCHAR NOT NULL, gate VARCHAR NOT NULL,
     note VARCHAR, count BIGINT, seen_at TIMESTAMPTZ,
@@ -238,6 +240,7 @@ class EvidenceStore:
             "trainer_last_step": p.trainer_last_step, "verdict": p.verdict, "job_status": p.job_status,
             "engines": _json({eid: [[e.at.isoformat(), e.generation_tokens_per_s, e.running_requests,
                                      e.waiting_requests] for e in buckets] for eid, buckets in p.engines.items()}),
+            "effective_training_ratio": p.effective_training_ratio, "training_time": _json(p.training_time_s),
         })
 
     def add_finding_record(self, r: FindingRecord) -> None:

@@ -39,6 +39,9 @@ def metrics_point(m: JobMetrics) -> MetricsPoint:
         engines={eid: [EngineStats(at=datetime.fromtimestamp(ts, UTC), generation_tokens_per_s=gen,
                                    running_requests=run, waiting_requests=wait) for ts, gen, run, wait in buckets]
                  for eid, buckets in m.engines.items()},
+        effective_training_ratio=None if m.training_time is None else m.training_time.ratio,
+        training_time_s={} if m.training_time is None
+        else {k: round(v, 3) for k, v in m.training_time.as_dict().items()},
     )
 
 
