@@ -56,6 +56,8 @@ def sample(job_id: str = "job-1", text: str = "a line", engine: str = "engine-0"
             judged_at=at(40 * i), generation_tokens_per_s=100.0 * i, running=float(i), waiting=float(2 * i),
             staleness_s={role: 10.0 * i, "engine": 5.0}, trials_completed=i, reward_mean=0.1 * i,
             nonzero_reward_ratio=0.5, restarts_burned=0 if i < 4 else 1,
+            effective_training_ratio=None if i == 0 else 0.9 - 0.1 * i,
+            training_time_s={"productive": 40.0 * i * (0.9 - 0.1 * i), "stalled": 40.0 * i * (0.1 + 0.1 * i)},
             # two buckets per point, overlapping the previous point's: each bucket is plotted once
             engines={engine: tuple(EnginePoint(at(40 * j), 10.0 * j, float(j), 1.0) for j in (i - 1, i) if j >= 0)},
         ))
@@ -81,6 +83,8 @@ def test_every_chart_has_its_points_and_the_history_its_rows() -> None:
     assert circles(dom, "chart-trials") == n
     assert circles(dom, "chart-reward") == 2 * n
     assert circles(dom, "chart-restarts") == n
+    assert circles(dom, "chart-training-time") == n - 1  # unknown at the first point: no dot, not 0
+    assert dom.by_id("training-time").text.startswith("Effective training time: 40% of")  # type: ignore[union-attr]
     for chart in CHARTS[1:]:
         assert int(dom.by_id(chart).attrs["data-points"]) == circles(dom, chart)  # type: ignore[union-attr]
     rows = dom.find("tr", "verdict")

@@ -75,6 +75,8 @@ def test_kill_report_renders_in_chromium(kill_report, tmp_path: Path) -> None:
     assert points("chart-reward") == sum((m.trial_reward_mean is not None) + (m.trials_nonzero_reward_ratio is not None)
                                          for m in metrics)
     assert points("chart-restarts") == sum(m.restarts_burned is not None for m in metrics)
+    assert points("chart-training-time") == sum(m.training_time is not None and m.training_time.ratio is not None
+                                                for m in metrics)
     engines = {c.attrs["data-series"] for c in dom.find("circle", "pt", inside="chart-throughput")}
     assert engines == {e for e, _ in buckets}
 

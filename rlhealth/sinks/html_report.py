@@ -31,7 +31,7 @@ SEVERITIES = ("fatal", "error", "warning", "info")
 GATE_NAMES = {"A": "liveness", "B": "resources", "C": "rollouts"}
 # Ids of the charts, in page order (tests and readers find them by these).
 CHARTS = ("chart-events", "chart-throughput", "chart-requests", "chart-staleness", "chart-trials", "chart-reward",
-          "chart-restarts")
+          "chart-training-time", "chart-restarts")
 
 CSS = """
 :root { --kill: #c62828; --ok: #2e7d32; --warn: #ef6c00; --unknown: #757575; --ink: #1d2330; --mute: #5f6b7a;
@@ -149,6 +149,17 @@ def _where(line: Line) -> str:
 
 # -- sections ---------------------------------------------------------------------------------------
 
+def _training_time(m: MetricRow | None) -> str:
+    """The job's effective training time so far and where the rest of its time went."""
+    if m is None or not m.training_time_s:
+        return ""
+    ratio = "unknown" if m.effective_training_ratio is None else f"{m.effective_training_ratio:.0%}"
+    total = sum(m.training_time_s.values())
+    parts = " · ".join(f"{esc(k.replace('_', '-'))} {duration(v)}" for k, v in m.training_time_s.items() if v >= 1)
+    return (f'<p class="sub" id="training-time">Effective training time: <b>{ratio}</b> of {duration(total)}'
+            f'{" (" + parts + ")" if parts else ""}</p>')
+
+
 def _latest(v: VerdictRow | None, anchor: int | None) -> str:
     if v is None:
         return '<section class="card" id="latest"><div class="call">no verdict stored for this job</div></section>'
@@ -265,6 +276,10 @@ def _charts(data: ReportData, marked: list[int]) -> str:
                       [Series("reward mean", _metric(metrics, "reward_mean"), PALETTE[3]),
                        Series("non-zero share", _metric(metrics, "nonzero_reward_ratio"), PALETTE[1], dashed=True)],
                       vmarks=rules),
+           line_chart("chart-training-time", "Effective training time (share of wall-clock time in productive "
+                      "steps, so far)", axis,
+                      [Series("effective training time", _metric(metrics, "effective_training_ratio"), PALETTE[4])],
+                      vmarks=rules, height=110),
            line_chart("chart-restarts", "Restarts burned", axis,
                       [Series("restarts burned", _metric(metrics, "restarts_burned"), PALETTE[9], step=True)],
                       vmarks=rules, height=110)]
@@ -366,6 +381,7 @@ def render(data: ReportData, generated_at: datetime | None = None) -> str:
         f'<h1>Incident report: <span id="job-id">{esc(data.job_id)}</span></h1>',
         f'<div class="sub">from {esc(data.origin)}{gen} · rlhealth recommends; people own the kill.</div>',
         _latest(latest, last),
+        _training_time(data.metrics[-1] if data.metrics else None),
         '<h2 id="timeline">Timeline</h2>',
         _charts(data, marked),
         _history(data.verdicts, set(marked), data.verdicts_total or len(data.verdicts)),

@@ -66,6 +66,8 @@ class MetricRow:
     restarts_burned: int | None = None
     gpu_util_mean: float | None = None
     engines: dict[str, tuple[EnginePoint, ...]] = field(default_factory=dict)  # newest buckets per engine
+    effective_training_ratio: float | None = None  # productive step time / wall-clock time so far
+    training_time_s: dict[str, float] = field(default_factory=dict)  # seconds by use (training_time.py)
 
 
 @dataclass(frozen=True, slots=True)

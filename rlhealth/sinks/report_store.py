@@ -152,11 +152,15 @@ def _engines(raw: Any) -> dict[str, tuple[EnginePoint, ...]]:
 
 
 def _metrics(query: Query, job_id: str) -> tuple[list[MetricRow], int]:
-    has_engines = bool(query("SELECT count(*) FROM information_schema.columns "
-                             "WHERE table_name = 'metrics' AND column_name = 'engines'", [])[0][0])
+    columns = {r[0] for r in query("SELECT column_name FROM information_schema.columns "
+                                   "WHERE table_name = 'metrics'", [])}
+
+    def col(name: str) -> str:  # columns added after a store was made read as NULL until a writer adds them
+        return name if name in columns else "NULL"
+
     rows = query(f"""SELECT judged_at, generation_tokens_per_s, running_requests, waiting_requests, staleness,
                             trials_completed, reward_mean, nonzero_reward_ratio, restarts_burned, gpu_util_mean,
-                            {'engines' if has_engines else 'NULL'}
+                            {col('engines')}, {col('effective_training_ratio')}, {col('training_time')}
                      FROM metrics WHERE job_id = ? ORDER BY judged_at""", [job_id])
     total = len(rows)
     if total > MAX_POINTS:  # thin evenly, keeping the newest point
@@ -164,14 +168,17 @@ def _metrics(query: Query, job_id: str) -> tuple[list[MetricRow], int]:
         keep = sorted({min(total - 1, int(i * step)) for i in range(MAX_POINTS)} | {total - 1})
         rows = [rows[i] for i in keep]
     out = []
-    for (at, gen, run, wait, stale, trials, reward, nonzero, restarts, gpu, engines) in rows:
+    for (at, gen, run, wait, stale, trials, reward, nonzero, restarts, gpu, engines, ratio, used) in rows:
         s = _json(stale)
+        u = _json(used)
         out.append(MetricRow(
             judged_at=_utc(at), generation_tokens_per_s=gen, running=run, waiting=wait,  # type: ignore[arg-type]
             staleness_s={str(k): float(v) for k, v in s.items() if isinstance(v, (int, float))}
             if isinstance(s, dict) else {},
             trials_completed=trials, reward_mean=reward, nonzero_reward_ratio=nonzero, restarts_burned=restarts,
-            gpu_util_mean=gpu, engines=_engines(_json(engines)),
+            gpu_util_mean=gpu, engines=_engines(_json(engines)), effective_training_ratio=ratio,
+            training_time_s={str(k): float(v) for k, v in u.items() if isinstance(v, (int, float))}
+            if isinstance(u, dict) else {},
         ))
     return out, total
 
