@@ -56,9 +56,12 @@ class Topic:
 
     def __init__(self) -> None:
         self.sent = 0
+        self.log: list[bytes] | None = None  # every value sent, when asked (`--dump`)
 
     async def send(self, key: bytes, value: bytes) -> asyncio.Future:
         self.sent += 1
+        if self.log is not None:
+            self.log.append(value)
         fut = asyncio.get_running_loop().create_future()
         fut.set_result(None)
         return fut
@@ -104,11 +107,15 @@ def main() -> int:
     ap.add_argument("--ticks", type=int, default=4)
     ap.add_argument("--tick-secs", type=float, default=10.0)
     ap.add_argument("--profile", help="write a cProfile of the ticks after the first here")
+    ap.add_argument("--dump", help="write every published verdict here (one JSON a line) at a fixed start time, "
+                                   "to compare two versions of the code")
     args = ap.parse_args()
     core = build_core()
-    t = datetime.now(UTC).replace(microsecond=0)
+    t = datetime(2026, 6, 1, 12, 0, tzinfo=UTC) if args.dump else datetime.now(UTC).replace(microsecond=0)
     clock = Clock(t)
     w = offline_worker(core, clock)
+    if args.dump:
+        w.verdict_topic.log = []  # type: ignore[attr-defined]
     jobs = [f"scale-{i:05d}" for i in range(args.jobs)]
     fold(w, jobs, t, 1, True)
     keys = list(w.tables.job_health)
@@ -130,6 +137,8 @@ def main() -> int:
               f"load {os.getloadavg()[0]:.2f}", flush=True)
     if prof is not None:
         prof.dump_stats(args.profile)
+    if args.dump:
+        Path(args.dump).write_bytes(b"\n".join(w.verdict_topic.log) + b"\n")  # type: ignore[attr-defined]
     rest, rest_cpu = times[1:] or times, cpus[1:] or cpus
     print(f"RESULT jobs={len(jobs)} judge_all_s={statistics.median(rest):.2f} "
           f"judge_all_cpu_s={statistics.median(rest_cpu):.2f} first_tick_s={times[0]:.2f}")
