@@ -187,19 +187,33 @@ def _line_template(family: Metric, extra: str | None) -> tuple[str, str, str, bo
 _TEMPLATES = tuple(_line_template(f, spec[3]) for f, spec in zip(_families(), _JOB_FAMILIES, strict=True))
 
 
+# The values most samples take (gate and job status, escalate, zero counters), written once; -0.0 is
+# not among them (it equals 0.0 but is written "-0.0").
+_COMMON_VALUES = {1.0: "1.0", -1.0: "-1.0", 0.5: "0.5"}
+
+
+def _value_text(value: float) -> str:
+    got = _COMMON_VALUES.get(value)
+    if got is not None:
+        return got
+    if value == 0.0 and str(value) == "0.0":
+        return "0.0"
+    return floatToGoString(value)
+
+
 def render_rows(job_id: str, rows: list[_Row]) -> tuple[str, ...]:
     """A job's sample lines, one string per family (`_JOB_FAMILIES` order), as `generate_latest` writes them."""
     parts = [""] * len(_JOB_FAMILIES)
     job = escape_label_value(job_id)
+    templates = _TEMPLATES
     for i, extra, value in rows:
-        head, middle, tail, extra_first = _TEMPLATES[i]
+        head, middle, tail, extra_first = templates[i]
         if extra is None:
-            labels = job
+            parts[i] += f"{head}{job}{tail}{_value_text(value)}\n"
         elif extra_first:
-            labels = f"{escape_label_value(extra)}{middle}{job}"
+            parts[i] += f"{head}{escape_label_value(extra)}{middle}{job}{tail}{_value_text(value)}\n"
         else:
-            labels = f"{job}{middle}{escape_label_value(extra)}"
-        parts[i] += f"{head}{labels}{tail}{floatToGoString(value)}\n"
+            parts[i] += f"{head}{job}{middle}{escape_label_value(extra)}{tail}{_value_text(value)}\n"
     return tuple(parts)
 
 
