@@ -172,3 +172,34 @@ def test_book_facts_skip_decoding_the_books_this_worker_wrote(monkeypatch: pytes
         w.tables.job_health[key] = State("steady", tick).to_bytes()
         asyncio.run(w._judge_locked([key]))
     assert calls["n"] == 1  # the first tick, with no book yet; then the remembered facts describe the table's bytes
+
+
+def test_a_poll_that_repeats_the_scheduler_view_is_not_judged_at_once() -> None:
+    from rlhealth.runtime import build_core
+    from rlhealth.schemas import JobStatePoll, encode
+
+    clock = [T0]
+    w = offline_worker(clock)
+    w.core = build_core()
+    w.settings = replace(w.settings, tick_secs=10.0)
+    w.tables.job_health.remember = lambda key, partition: None  # type: ignore[attr-defined]
+    w._kinds, w.processed_next, w._finding_outbox = {}, {}, []
+    key = job_key("polled")
+
+    def poll(at_s: float, **over: Any) -> bool:
+        """Fold a state poll taken `at_s` after T0; returns whether the job is now due for a fast judgement."""
+        w._dirty.clear()
+        fields: dict[str, Any] = dict(job_id="polled", event_time=T0 + timedelta(seconds=at_s), state="running",
+                                      pods=2, failure_count=0, attempt=0, max_retries=1, scheduler="kubernetes")
+        pending: dict[bytes, Any] = {}
+        assert w.handle("jobstate", 0, 0, key, encode(JobStatePoll(**{**fields, **over})), pending=pending) is None
+        w._write_back(pending)
+        return key in w._dirty
+
+    assert poll(0)  # the first view of the job
+    assert not poll(5)  # the same view 5 s later: the regular tick judges it
+    assert poll(9, pods=1)  # a changed view
+    assert not poll(12, pods=1)
+    assert poll(40, pods=1)  # the same view after a silence longer than a tick
+    assert poll(41, state="failed", pods=0)
+    assert not poll(30, state="running")  # an older poll arriving late changes nothing

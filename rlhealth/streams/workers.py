@@ -142,6 +142,20 @@ def default_core() -> Any:
     return build_core()
 
 
+def _sched_view(state: Any) -> tuple[Any, ...] | None:
+    """(time of the last state poll, then everything a poll sets in the job's scheduler view), or None
+    for a state without one (another core)."""
+    sc = getattr(state, "sched", None)
+    if sc is None:
+        return None
+    try:
+        return (sc.last_ts, sc.state, sc.pods, sc.failure_count, sc.preemption_count, sc.attempt, sc.max_retries,
+                sc.scheduler, sc.first_running_ts, tuple(sc.attempts), tuple(sc.last_pod_reasons), sc.crashloop_ts,
+                tuple(sc.restart_history), sc.max_pod_restarts, tuple(sorted(sc.pod_reasons.items())))
+    except AttributeError:
+        return None
+
+
 class StreamWorker:
     """Wires the app, tables, agent, timers, exporter and (optionally) the evidence store."""
 
@@ -273,6 +287,7 @@ class StreamWorker:
                 state = out[expected] if out[expected] is not None else self.core.new_state(ev.job_id)
             else:
                 state = self._load(expected, ev.job_id)
+            before = _sched_view(state) if kind == "job_state" else None
             state, findings = self.core.step(state, ev, now)
         except Exception as exc:  # noqa: BLE001 - one bad event must not stop the partition
             log.warning("core failed on %s/%d@%d (job %s): %r", topic, partition, offset, ev.job_id, exc)
@@ -283,7 +298,7 @@ class StreamWorker:
         out[expected] = state  # an ended job keeps its state until its final verdict is out (`_expire`)
         if pending is None:
             self._write_back(out)
-        if findings or kind in URGENT_KINDS:
+        if findings or (kind in URGENT_KINDS and not self._repeated_poll(before, state)):
             self._dirty.add(expected)
         self.exporter.processed(kind)
         lines = getattr(ev, "lines", None)
@@ -298,6 +313,18 @@ class StreamWorker:
             if self.store is not None:
                 self.store.add_findings(ev.job_id, located)
         return None
+
+    def _repeated_poll(self, before: tuple[Any, ...] | None, state: Any) -> bool:
+        """A state poll that repeats the job's scheduler view, within a tick of the previous poll, is no
+        news: the regular tick judges the job within `tick_secs` anyway. Judging it at once, too,
+        doubled the judging of every job polled every tick. Any change of the view, or a poll after a
+        longer silence (its age shows in the verdict), is still judged at once."""
+        if before is None:
+            return False
+        after = _sched_view(state)
+        if after is None or after[1:] != before[1:] or before[0] is None or after[0] is None:
+            return False
+        return bool(0 <= after[0] - before[0] <= self.settings.tick_secs)
 
     async def _send_findings(self) -> None:
         """Publish the buffer's findings to the findings topic (the evidence writer stores them)."""
