@@ -151,6 +151,7 @@ def main() -> int:
     ap.add_argument("--refresh-secs", type=float, default=None, help="one refresh round per job this often "
                     "(default: --tick-secs)")
     ap.add_argument("--ticks", type=int, default=4, help="refresh rounds sampled")
+    ap.add_argument("--profile-worker", help="run the worker under cProfile, writing its stats here")
     ap.add_argument("--timeout", type=float, default=1800.0, help="give up waiting for the worker after this long")
     args = ap.parse_args()
     env = broker_env()
@@ -174,7 +175,8 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "wb") as worker_log:
         worker = subprocess.Popen(
-            [sys.executable, "-m", "rlhealth", "worker", "--bootstrap", bootstrap, "--topic-prefix", catalog.prefix,
+            [sys.executable, *(["-m", "cProfile", "-o", args.profile_worker] if args.profile_worker else []),
+             "-m", "rlhealth", "worker", "--bootstrap", bootstrap, "--topic-prefix", catalog.prefix,
              "--metrics-port", str(port), "--tick-secs", str(args.tick_secs), "--loglevel", "warning",
              "--no-create-topics"],
             env=dict(os.environ, RLHEALTH_PARTITIONS=str(args.partitions)), stdout=worker_log,
