@@ -735,8 +735,8 @@ class StreamWorker:
         worker = faust.Worker(self.app, loglevel=self.settings.loglevel, quiet=True)
         # At --loglevel warning or above faust's start-up spinner sets the root logger to DEBUG for
         # good (its handler advances the spinner per record), so every debug call of faust and
-        # aiokafka built a LogRecord: ~20% of a busy worker's time. Without the spinner the root
-        # logger keeps the level asked for.
+        # aiokafka built a LogRecord (10 s of a profiled 2,000-job scale run). Without the spinner the
+        # root logger keeps the level asked for.
         worker.spinner = None
         try:
             worker.execute_from_commandline()
