@@ -114,6 +114,8 @@ class VerdictBook:
 
 
 def fingerprint(data: bytes | None) -> tuple[int, int]:
+    """(length, Python's 64-bit hash) of a book's bytes: which bytes a `BookFacts` describes, without
+    keeping a copy of them (under a rocksdb store every read returns new bytes)."""
     return (len(data), hash(data)) if data else (0, 0)
 
 
