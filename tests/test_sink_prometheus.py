@@ -203,3 +203,66 @@ def test_exposition_passes_promtool_lint() -> None:
                           capture_output=True, timeout=30)
     assert proc.returncode == 0, proc.stdout.decode() + proc.stderr.decode()
 
+
+
+def test_prerendered_exposition_equals_generate_latest() -> None:
+    exp = Exporter()
+    assert exp.exposition() == generate_latest(exp.registry)  # no job yet: the family headers alone
+    exp.update(metrics("job-a"), verdict_of("job-a"))
+    exp.update(metrics('we"ird\\job\nid', log_staleness_s={"trainer": 1e-7, "mystery": 5.0, "other": 2.0},
+                       generation_tokens_per_s=None, verdict=None, last_event_time=None, trainer_last_step=None,
+                       gate_status={"B": "PASS", "C": "odd"}, trial_reward_mean=float("nan"),
+                       running_requests=12345678.9, waiting_requests=float("inf"), restarts_max=-1,
+                       trials_nonzero_reward_ratio=float("-inf")),
+               verdict_of('we"ird\\job\nid', confidence="low", job_status="WEDGED", escalate=False,
+                          produced_at=datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)))
+    exp.update(metrics("job-c", verdict="KILL", log_staleness_s={}, trials_completed_total=3 * 10**12))
+    exp.update(metrics("job-a", running_requests=1.0), verdict_of("job-a", verdict="KILL"))  # replaced in place
+    exp.received("log_batch")
+    exp.dead_lettered("trial", "invalid_fields")
+    exp.jobs_expired.labels("idle").inc()
+    exp.consumer_lag.labels("rlhealth.trial").set(3)
+    text = exp.exposition()
+    assert text == generate_latest(exp.registry)
+    for series in ("rlhealth_job_escalate", "rlhealth_job_status", "rlhealth_job_confidence",
+                   "rlhealth_job_verdict_timestamp_seconds", "rlhealth_job_gate_status", "rlhealth_consumer_lag"):
+        assert f"\n{series}{{".encode() in text, series
+    exp.update(metrics("job-a"))  # the verdict-only series go with an update without a verdict
+    exp.remove("job-c")
+    exp.retain(["job-a", 'we"ird\\job\nid'])
+    text = exp.exposition()
+    assert text == generate_latest(exp.registry)
+    assert b"job-c" not in text and b'rlhealth_job_escalate{job_id="job-a"}' not in text
+    exp.retain([])
+    assert exp.exposition() == generate_latest(exp.registry)
+
+
+def test_job_exporter_exposition_equals_generate_latest() -> None:
+    from rlhealth.sinks.prometheus import JobExporter
+
+    exp = JobExporter()
+    for i in range(300):
+        exp.update(metrics(f"job-{i:04d}", trainer_last_step=i),
+                   verdict_of(f"job-{i:04d}") if i % 3 else None)
+    assert exp.exposition() == generate_latest(exp.registry)
+    assert b"rlhealth_events_" not in exp.exposition()
+
+
+def test_http_endpoint_serves_generate_latest_plain_or_gzipped() -> None:
+    import gzip
+
+    exp = Exporter()
+    exp.update(metrics("job-http"), verdict_of("job-http"))
+    exp.received("trial")
+    port = exp.serve(0)
+    try:
+        url = f"http://127.0.0.1:{port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            assert resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+            assert resp.read() == generate_latest(exp.registry)
+        req = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"})
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            assert resp.headers["Content-Encoding"] == "gzip"
+            assert gzip.decompress(resp.read()) == generate_latest(exp.registry)
+    finally:
+        exp.shutdown()

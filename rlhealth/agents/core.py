@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from rlhealth.agents import ingest, training_time, verdict
-from rlhealth.agents.context import build_context
+from rlhealth.agents.context import Context, build_context
 from rlhealth.agents.findings import Finding, JobMetrics
 from rlhealth.agents.gate_liveness import gate_a
 from rlhealth.agents.gate_resources import gate_b
 from rlhealth.agents.gate_rollouts import gate_c
+from rlhealth.agents.reasons import RestartResult
 from rlhealth.agents.restarts import restart_burn
 from rlhealth.agents.signals import Catalog
 from rlhealth.agents.signatures import Classifier, RuleSet
@@ -78,7 +80,19 @@ class HealthCore:
 
     def judge(self, state: JobHealth, now: datetime, seq: int = 0) -> Verdict:
         ctx = build_context(state, now, self.throughput, self.catalog)
+        return self._judge(ctx, restart_burn(ctx), state, now, seq)
+
+    def judge_with_metrics(self, state: JobHealth, now: datetime) -> tuple[Verdict, JobMetrics]:
+        """`judge(state, now)` and `metrics(state, now, last=<that verdict>)`, sharing one context.
+
+        The worker does both for every job at every tick; the context and the restart burn are pure
+        functions of (state, now) that the gates only read, so building them once changes nothing."""
+        ctx = build_context(state, now, self.throughput, self.catalog)
         r = restart_burn(ctx)
+        v = self._judge(ctx, r, state, now, 0)
+        return v, self._metrics(ctx, r, state, now, v)
+
+    def _judge(self, ctx: Context, r: RestartResult, state: JobHealth, now: datetime, seq: int) -> Verdict:
         a = gate_a(ctx, r)
         b = gate_b(ctx, a)
         c = gate_c(ctx)
@@ -91,9 +105,13 @@ class HealthCore:
         return v.model_copy(update={"event_time": covered, "age_s": round((now - covered).total_seconds(), 3)})
 
     def metrics(self, state: JobHealth, now: datetime, last: Verdict | None = None) -> JobMetrics:
+        ctx = build_context(state, now, self.throughput, self.catalog)
+        return self._metrics(ctx, restart_burn(ctx), state, now, last)
+
+    def _metrics(self, ctx: Context, r: RestartResult, state: JobHealth, now: datetime,
+                 last: Verdict | None) -> JobMetrics:
         n = now.timestamp()
         staleness = {role: max(n - ts, 0.0) for role, ts in state.role_last_ts.items()}
-        ctx = build_context(state, now, self.throughput, self.catalog)
         gen = run = wait = None
         if ctx.engines_recent:
             gen = sum(w[-1][1] for w in ctx.engines_recent.values())
@@ -103,7 +121,6 @@ class HealthCore:
         rewards = [r for _, r in t.rewards]
         def count(*names: str) -> int:
             return sum(state.signals[nm].count for nm in names if nm in state.signals)
-        r = restart_burn(ctx)
         return JobMetrics(
             job_id=state.job_id,
             log_staleness_s=staleness,
@@ -119,9 +136,7 @@ class HealthCore:
                                             if self.catalog.signals[n].role == "ray")),
             restarts_burned=r.burned,
             restarts_max=r.max,
-            gate_status={k: getattr(last.gates, k).status for k in "ABC"} if last else {},
-            verdict=last.verdict if last else None,
-            job_status=last.job_status if last else None,
+            **_verdict_fields(last),
             last_event_time=datetime.fromtimestamp(state.last_event_ts, now.tzinfo) if state.last_event_ts else None,
             trainer_last_step=state.trainer.last_step,
             at=now,
@@ -133,6 +148,18 @@ class HealthCore:
 
 
 _ENDED_STATES = frozenset({"succeeded", "failed", "killed"})
+
+
+def _verdict_fields(last: Verdict | None) -> dict[str, Any]:
+    """The JobMetrics fields that come from the verdict rather than the state."""
+    return {"gate_status": {k: getattr(last.gates, k).status for k in "ABC"} if last else {},
+            "verdict": last.verdict if last else None,
+            "job_status": last.job_status if last else None}
+
+
+def as_of_verdict(m: JobMetrics, last: Verdict | None) -> JobMetrics:
+    """`m` with its verdict fields from `last`: `metrics(state, now, last)` without re-deriving the rest."""
+    return replace(m, **_verdict_fields(last))
 
 
 def training_time_of(state: JobHealth, now: datetime, cadence_s: float | None = None) -> training_time.TrainingTime:

@@ -88,10 +88,15 @@ class Catalog:
     remediations: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     generic_remediation: tuple[str, ...] = ()
     xid: Mapping[int, XidEntry] = field(default_factory=dict)
+    # effect -> names: the gates ask for the same few effects at every judgement of every job.
+    _names: dict[str, tuple[str, ...]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def names(self, effect: str) -> tuple[str, ...]:
         """Every declared signal with this effect, in a stable order."""
-        return tuple(sorted(n for n, d in self.signals.items() if d.effect == effect))
+        got = self._names.get(effect)
+        if got is None:
+            got = self._names[effect] = tuple(sorted(n for n, d in self.signals.items() if d.effect == effect))
+        return got
 
     def decl(self, name: str) -> SignalDecl | None:
         return self.signals.get(name)

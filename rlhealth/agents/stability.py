@@ -42,18 +42,23 @@ class Stability:
     pending_call: tuple[str, bool] | None = None
     pending_since: datetime | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, shown_json: dict[str, Any] | None = None) -> dict[str, Any]:
+        """`shown_json`: `shown.model_dump(mode="json")` when the caller already has it."""
+        if self.shown is not None and shown_json is None:
+            shown_json = self.shown.model_dump(mode="json")
         return {
-            "shown": self.shown.model_dump(mode="json") if self.shown else None,
+            "shown": shown_json if self.shown is not None else None,
             "pending_call": list(self.pending_call) if self.pending_call else None,
             "pending_since": self.pending_since.isoformat() if self.pending_since else None,
         }
 
     @classmethod
-    def from_dict(cls, obj: dict[str, Any] | None) -> Stability:
+    def from_dict(cls, obj: dict[str, Any] | None, shown: Verdict | None = None) -> Stability:
+        """`shown`: the verdict `obj["shown"]` validates to, when the caller already has it."""
         if not obj:
             return cls()
-        shown = Verdict.model_validate(obj["shown"]) if obj.get("shown") else None
+        if shown is None and obj.get("shown"):
+            shown = Verdict.model_validate(obj["shown"])
         pc = obj.get("pending_call")
         ps = obj.get("pending_since")
         return cls(shown=shown, pending_call=(str(pc[0]), bool(pc[1])) if pc else None,
@@ -73,21 +78,34 @@ def hold_for(old: tuple[str, bool], new: tuple[str, bool]) -> float:
     return ESCALATE_RISE_S if new[1] else HOLD_S  # escalate raised / lowered while the verdict stays
 
 
+def held_until(shown_at: datetime | None, shown_call: tuple[str, bool] | None,
+               pending_call: tuple[str, bool] | None, pending_since: datetime | None,
+               raw: Verdict) -> tuple[datetime, datetime] | None:
+    """Whether `stabilize` holds `raw` back: None when it publishes `raw` as it is, else (since, until)
+    of the held change. Needs only these facts of the memory, not the whole published verdict."""
+    now = raw.produced_at
+    if shown_at is None or shown_call is None or now < shown_at:
+        return None  # first verdict, or time went backwards: start afresh
+    new = call_of(raw)
+    hold = 0.0 if raw.job_status == "TERMINAL" else hold_for(shown_call, new)
+    if hold <= 0:
+        return None
+    since = pending_since if pending_call == new and pending_since is not None else now
+    until = since + timedelta(seconds=hold)
+    return None if now >= until else (since, until)
+
+
 def stabilize(book: Stability | None, raw: Verdict) -> tuple[Verdict, Stability]:
     """The verdict to publish for `raw` and the new memory. `raw.produced_at` is the judging time."""
     book = book or Stability()
     shown = book.shown
+    held_for = held_until(shown.produced_at if shown else None, call_of(shown) if shown else None,
+                          book.pending_call, book.pending_since, raw)
+    if shown is None or held_for is None:
+        return raw, Stability(shown=raw)
+    since, until = held_for
     now = raw.produced_at
-    if shown is None or now < shown.produced_at:  # first verdict, or time went backwards: start afresh
-        return raw, Stability(shown=raw)
-    old, new = call_of(shown), call_of(raw)
-    hold = 0.0 if raw.job_status == "TERMINAL" else hold_for(old, new)
-    if hold <= 0:
-        return raw, Stability(shown=raw)
-    since = book.pending_since if book.pending_call == new and book.pending_since is not None else now
-    until = since + timedelta(seconds=hold)
-    if now >= until:
-        return raw, Stability(shown=raw)
+    old = call_of(shown)
     held = HeldChange(raw_verdict=raw.verdict, raw_escalate=raw.escalate, since=since, until=until)
     if old[0] == raw.verdict:
         # only escalate is held: the raw facts with the published escalate
@@ -96,7 +114,7 @@ def stabilize(book: Stability | None, raw: Verdict) -> tuple[Verdict, Stability]
         # the call is held: the published verdict, re-dated to this judgement
         out = shown.model_copy(update={"produced_at": now, "event_time": raw.event_time, "age_s": raw.age_s,
                                        "held": held, "seq": raw.seq})
-    return out, Stability(shown=out, pending_call=new, pending_since=since)
+    return out, Stability(shown=out, pending_call=call_of(raw), pending_since=since)
 
 
 def age_band(age_s: float | None) -> int:
@@ -120,5 +138,5 @@ def changed(previous: Verdict | None, current: Verdict) -> bool:
     return previous is None or key_facts(previous) != key_facts(current)
 
 
-__all__ = ["AGE_BANDS_S", "ESCALATE_RISE_S", "HOLD_S", "Stability", "age_band", "call_of", "changed", "hold_for",
-           "key_facts", "stabilize"]
+__all__ = ["AGE_BANDS_S", "ESCALATE_RISE_S", "HOLD_S", "Stability", "age_band", "call_of", "changed", "held_until",
+           "hold_for", "key_facts", "stabilize"]

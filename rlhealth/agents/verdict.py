@@ -29,11 +29,34 @@ def _ev_to_schema(ev: Ev) -> Evidence:
     return Evidence(source=ev.source[:200], event_time=when, text=ev.text[:4000], ref=ref, rule_id=ev.rule_id or None)
 
 
-def _gate(g: GateResult) -> Gate:
+class _Rendered:
+    """One judgement's rendered pieces. A gate's summary appears in its Gate and in the reasoning, an
+    evidence line in its Gate and in the verdict's evidence: each is rendered (and validated) once.
+    Keyed by object identity, valid while `decide` holds the objects; Evidence is frozen, so sharing it
+    between lists changes nothing in the verdict."""
+
+    def __init__(self) -> None:
+        self._summaries: dict[int, str] = {}
+        self._evidence: dict[int, Evidence] = {}
+
+    def summary(self, g: GateResult) -> str:
+        got = self._summaries.get(id(g))
+        if got is None:
+            got = self._summaries[id(g)] = render.gate_summary(g)
+        return got
+
+    def evidence(self, ev: Ev) -> Evidence:
+        got = self._evidence.get(id(ev))
+        if got is None:
+            got = self._evidence[id(ev)] = _ev_to_schema(ev)
+        return got
+
+
+def _gate(g: GateResult, rendered: _Rendered) -> Gate:
     codes = ([str(g.code)] if g.code else []) + [str(r.code) for r in g.reasons if r.code != g.code]
-    return Gate(status=g.status, summary=render.gate_summary(g)[:2000], codes=list(dict.fromkeys(codes))[:16],
+    return Gate(status=g.status, summary=rendered.summary(g)[:2000], codes=list(dict.fromkeys(codes))[:16],
                 families=sorted(g.families()) if g.status == "FAIL" else [],
-                evidence=[_ev_to_schema(e) for e in g.evidence[:8]])
+                evidence=[rendered.evidence(e) for e in g.evidence[:8]])
 
 
 def _fix_for(ctx: Context, cause: str | None, detail: str) -> list[str]:
@@ -87,6 +110,7 @@ def kill_command(scheduler: str | None, job_id: str) -> str | None:
 def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: RestartResult, job_id: str,
            now: datetime, rule_packs: dict[str, str], seq: int = 0) -> Verdict:
     gates = {"A": a, "B": b, "C": c}
+    rendered = _Rendered()
     evidence: list[Ev] = []
     for g in (a, b, c):
         evidence.extend(g.evidence[:6])
@@ -179,14 +203,14 @@ def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: Restart
                         next_steps.append(step)
             next_steps.append(render.never_kills(kill_command(ctx.state.sched.scheduler, job_id)))
         else:
-            reasoning = _no_kill_reasoning(gates, r, escalate, families)
+            reasoning = _no_kill_reasoning(gates, r, escalate, families, rendered)
             for g in gates.values():
                 next_steps.extend(render.watch_text(code, facts) for code, facts in g.watch)
             if fails or doomed:
                 fam = ", ".join(render.FAMILY_NAMES.get(f, f) for f in sorted(families)) or "one source"
                 next_steps.insert(0, "A FAIL backed by a single evidence family: escalate to the supervisor with the "
                                      "evidence rather than kill; " + "; ".join(
-                                         f"Gate {k}: {render.gate_summary(g)[:160]}" for k, g in fails.items()))
+                                         f"Gate {k}: {rendered.summary(g)[:160]}" for k, g in fails.items()))
                 next_steps.insert(1, render.watch_text("second_family", {"family": fam}))
             if not next_steps:
                 next_steps.append("Re-probe next sweep.")
@@ -203,10 +227,10 @@ def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: Restart
         job_status=status,
         escalate=escalate,
         restarts=restarts,
-        gates=Gates(A=_gate(a), B=_gate(b), C=_gate(c)),
+        gates=Gates(A=_gate(a, rendered), B=_gate(b, rendered), C=_gate(c, rendered)),
         reasoning=reasoning[:3000],
         next_steps=[s[:600] for s in next_steps[:10]],
-        evidence=[_ev_to_schema(e) for e in _dedupe(evidence)[:40]],
+        evidence=[rendered.evidence(e) for e in _dedupe(evidence)[:40]],
         produced_at=now,
         rule_packs=rule_packs,
         seq=seq,
@@ -237,16 +261,17 @@ def _first_sentence(text: str) -> str:
     return text.split(". ")[0][:400]
 
 
-def _no_kill_reasoning(gates: dict[str, GateResult], r: RestartResult, escalate: bool, families: set[str]) -> str:
+def _no_kill_reasoning(gates: dict[str, GateResult], r: RestartResult, escalate: bool, families: set[str],
+                       rendered: _Rendered) -> str:
     statuses = ", ".join(f"{k} {g.status}" for k, g in gates.items())
     parts = [f"Gates: {statuses}."]
     a, b, c = gates["A"], gates["B"], gates["C"]
     if a.status == "PASS":
-        parts.append(_first_sentence(render.gate_summary(a).replace("ALIVE: ", "")) + ".")
+        parts.append(_first_sentence(rendered.summary(a).replace("ALIVE: ", "")) + ".")
     if b.status == "PASS":
-        parts.append(_first_sentence(render.gate_summary(b)) + ".")
+        parts.append(_first_sentence(rendered.summary(b)) + ".")
     if c.status in ("PASS", "UNKNOWN"):
-        parts.append(_first_sentence(render.gate_summary(c)) + ".")
+        parts.append(_first_sentence(rendered.summary(c)) + ".")
     if families and any(g.status == "FAIL" for g in gates.values()):
         parts.append(f"Only {len(families)} evidence family "
                      f"({', '.join(render.FAMILY_NAMES.get(f, f) for f in sorted(families))}) "

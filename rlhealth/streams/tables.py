@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, MutableMapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import faust
@@ -27,7 +28,7 @@ import orjson
 from faust.streams import current_event
 from faust.types import EventT
 
-from rlhealth.agents.stability import Stability
+from rlhealth.agents.stability import Stability, call_of, held_until, key_facts
 from rlhealth.schemas import Verdict
 
 JOB_HEALTH = "job_health"
@@ -86,10 +87,18 @@ class VerdictBook:
     last: Verdict | None = None
     stability: Stability = field(default_factory=Stability)  # the hysteresis' memory (agents.stability)
 
-    def to_bytes(self) -> bytes:
+    def to_bytes(self, last_json: dict[str, Any] | None = None) -> bytes:
+        """`last_json`: `last.model_dump(mode="json")` when the caller already made it (it published it).
+
+        The book usually holds one verdict twice (the last published is the hysteresis' `shown`):
+        it is dumped once and written in both places."""
+        if self.last is not None and last_json is None:
+            last_json = self.last.model_dump(mode="json")
+        shown = self.stability.shown
+        shown_json = last_json if shown is not None and shown is self.last else None
         return orjson.dumps({"seq": self.seq, "published_at": self.published_at,
-                             "last": self.last.model_dump(mode="json") if self.last else None,
-                             "stability": self.stability.to_dict()})
+                             "last": last_json if self.last is not None else None,
+                             "stability": self.stability.to_dict(shown_json)})
 
     @classmethod
     def from_bytes(cls, data: bytes | None) -> VerdictBook:
@@ -97,8 +106,54 @@ class VerdictBook:
             return cls()
         obj = orjson.loads(data)
         last = Verdict.model_validate(obj["last"]) if obj.get("last") else None
+        stability = obj.get("stability")
+        # The same verdict twice (see to_bytes) is validated once: verdicts are frozen, so sharing is safe.
+        shown = last if last is not None and stability and stability.get("shown") == obj["last"] else None
         return cls(seq=int(obj.get("seq", 0)), published_at=float(obj.get("published_at", 0.0)), last=last,
-                   stability=Stability.from_dict(obj.get("stability")))
+                   stability=Stability.from_dict(stability, shown))
+
+
+def fingerprint(data: bytes | None) -> tuple[int, int]:
+    """(length, Python's 64-bit hash) of a book's bytes: which bytes a `BookFacts` describes, without
+    keeping a copy of them (under a rocksdb store every read returns new bytes)."""
+    return (len(data), hash(data)) if data else (0, 0)
+
+
+@dataclass(slots=True)
+class BookFacts:
+    """What judging a job needs of its `VerdictBook` at every tick, small enough to keep in memory.
+
+    Decoding a book validates one or two whole verdicts; at thousands of jobs per tick that was a
+    fifth of the judging. The worker keeps these facts per job, made from the objects it has when it
+    writes the book, and decodes the book only when the bytes in the table are not the ones the facts
+    describe (restored from the changelog) or when `stabilize` needs the published verdict itself
+    (a change is held)."""
+
+    fingerprint: tuple[int, int]  # of the book bytes these facts describe
+    seq: int
+    published_at: float
+    last_facts: tuple[Any, ...] | None  # stability.key_facts(last), None without a last verdict
+    shown_at: datetime | None  # the hysteresis' published verdict: its judging time and call
+    shown_call: tuple[str, bool] | None
+    pending_call: tuple[str, bool] | None
+    pending_since: datetime | None
+
+    @classmethod
+    def of(cls, book: VerdictBook, data: bytes | None, last_facts: tuple[Any, ...] | None = None) -> BookFacts:
+        """`last_facts`: key_facts(book.last) when the caller has them."""
+        if last_facts is None and book.last is not None:
+            last_facts = key_facts(book.last)
+        st = book.stability
+        return cls(fingerprint(data), book.seq, book.published_at, last_facts,
+                   st.shown.produced_at if st.shown is not None else None,
+                   call_of(st.shown) if st.shown is not None else None, st.pending_call, st.pending_since)
+
+    def describes(self, data: bytes | None) -> bool:
+        return self.fingerprint == fingerprint(data)
+
+    def held_until(self, raw: Verdict) -> tuple[datetime, datetime] | None:
+        """`stability.held_until` for this book's memory: None when `stabilize` publishes `raw` as is."""
+        return held_until(self.shown_at, self.shown_call, self.pending_call, self.pending_since, raw)
 
 
 @dataclass
@@ -120,4 +175,5 @@ def make_tables(app: faust.App, partitions: int) -> Tables:
     return Tables(job_health=health, verdicts=book)
 
 
-__all__ = ["JOB_HEALTH", "VERDICTS", "PartitionedTable", "Tables", "VerdictBook", "make_tables"]
+__all__ = ["JOB_HEALTH", "VERDICTS", "BookFacts", "PartitionedTable", "Tables", "VerdictBook", "fingerprint",
+           "make_tables"]

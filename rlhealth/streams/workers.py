@@ -53,21 +53,23 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import faust
+import orjson
 from faust.types import TP
 
 from rlhealth import settings
-from rlhealth.agents.stability import changed as key_facts_changed
-from rlhealth.agents.stability import stabilize
+from rlhealth.agents.core import as_of_verdict
+from rlhealth.agents.findings import JobMetrics
+from rlhealth.agents.stability import Stability, key_facts, stabilize
 from rlhealth.schemas import DeadLetter, EventDecodeError, Verdict, decode_event, encode, job_key
 from rlhealth.schemas.kafka_security import KafkaSecurity, resolve
 from rlhealth.schemas.topics import TopicCatalog
 from rlhealth.sinks.evidence_records import finding_record, metrics_point
 from rlhealth.sinks.prometheus import Exporter
 from rlhealth.streams.app import DEFAULT_APP_ID, group_id, make_app
-from rlhealth.streams.tables import Tables, VerdictBook, make_tables
+from rlhealth.streams.tables import BookFacts, Tables, VerdictBook, make_tables
 
 log = logging.getLogger("rlhealth.worker")
 
@@ -104,8 +106,18 @@ class WorkerSettings:
     terminal_expiry_secs: float = 1800.0  # ... and one the scheduler has called terminal this long
 
 
-# A verdict send in flight: (future, key, job id, verdict, wall time, expiry reason, stability book).
-_Sent = tuple[Any, bytes, str, Verdict, float, str | None, Any]
+class _Sent(NamedTuple):
+    """A verdict send in flight, with what recording it needs once it is delivered."""
+
+    future: Any
+    key: bytes
+    job_id: str
+    verdict: Verdict
+    verdict_json: dict[str, Any]  # verdict.model_dump(mode="json"), what was sent
+    facts: tuple[Any, ...]  # stability.key_facts(verdict)
+    wall: float
+    expiry: str | None
+    stability: Stability
 
 # Scheduler states after which a job produces nothing more (a retry shows up as pending/running again).
 TERMINAL_STATES = frozenset({"succeeded", "failed", "killed"})
@@ -129,6 +141,20 @@ def default_core() -> Any:
     from rlhealth.runtime import build_core  # the lead's composition root
 
     return build_core()
+
+
+def _sched_view(state: Any) -> tuple[Any, ...] | None:
+    """(time of the last state poll, then everything a poll sets in the job's scheduler view), or None
+    for a state without one (another core)."""
+    sc = getattr(state, "sched", None)
+    if sc is None:
+        return None
+    try:
+        return (sc.last_ts, sc.state, sc.pods, sc.failure_count, sc.preemption_count, sc.attempt, sc.max_retries,
+                sc.scheduler, sc.first_running_ts, tuple(sc.attempts), tuple(sc.last_pod_reasons), sc.crashloop_ts,
+                tuple(sc.restart_history), sc.max_pod_restarts, tuple(sorted(sc.pod_reasons.items())))
+    except AttributeError:
+        return None
 
 
 class StreamWorker:
@@ -173,6 +199,9 @@ class StreamWorker:
         self._terminal_since: dict[bytes, float] = {}
         self._judging = asyncio.Lock()  # the two timers never judge (and bump a seq) concurrently
         self._metrics_at: dict[str, datetime] = {}
+        # Per job, the facts of its verdict book the tick needs (`_book_facts`), so that the book, two
+        # validated verdicts, is not decoded for every job at every tick.
+        self._books: dict[bytes, BookFacts] = {}
         self.captured = f"stream: {self.catalog.verdicts} via app {settings.app_id}"
         self._register()
 
@@ -259,6 +288,7 @@ class StreamWorker:
                 state = out[expected] if out[expected] is not None else self.core.new_state(ev.job_id)
             else:
                 state = self._load(expected, ev.job_id)
+            before = _sched_view(state) if kind == "job_state" else None
             state, findings = self.core.step(state, ev, now)
         except Exception as exc:  # noqa: BLE001 - one bad event must not stop the partition
             log.warning("core failed on %s/%d@%d (job %s): %r", topic, partition, offset, ev.job_id, exc)
@@ -269,7 +299,7 @@ class StreamWorker:
         out[expected] = state  # an ended job keeps its state until its final verdict is out (`_expire`)
         if pending is None:
             self._write_back(out)
-        if findings or kind in URGENT_KINDS:
+        if findings or (kind in URGENT_KINDS and not self._repeated_poll(before, state)):
             self._dirty.add(expected)
         self.exporter.processed(kind)
         lines = getattr(ev, "lines", None)
@@ -284,6 +314,18 @@ class StreamWorker:
             if self.store is not None:
                 self.store.add_findings(ev.job_id, located)
         return None
+
+    def _repeated_poll(self, before: tuple[Any, ...] | None, state: Any) -> bool:
+        """A state poll that repeats the job's scheduler view, within a tick of the previous poll, is no
+        news: the regular tick judges the job within `tick_secs` anyway. Judging it at once, too,
+        doubled the judging of every job polled every tick. Any change of the view, or a poll after a
+        longer silence (its age shows in the verdict), is still judged at once."""
+        if before is None:
+            return False
+        after = _sched_view(state)
+        if after is None or after[1:] != before[1:] or before[0] is None or after[0] is None:
+            return False
+        return bool(0 <= after[0] - before[0] <= self.settings.tick_secs)
 
     async def _send_findings(self) -> None:
         """Publish the buffer's findings to the findings topic (the evidence writer stores them)."""
@@ -392,6 +434,7 @@ class StreamWorker:
                 self.exporter.remove(key.decode("utf-8", "replace"))
                 self._seen.pop(key, None)
                 self._terminal_since.pop(key, None)
+                self._books.pop(key, None)
         log.info("revoked %d event partitions", len(gone))
 
     def ready_partitions(self, owned: set[int] | None = None) -> set[int]:
@@ -472,35 +515,45 @@ class StreamWorker:
                 now = self._judging_time(state)
                 wall = self.clock().timestamp()
                 expiry = self._expiry(key, state, wall)
-                raw = self.core.judge(state, now)
+                raw, metrics = self._judge_one(state, now)
                 if expiry is None:
-                    self.exporter.update(self.core.metrics(state, now, last=raw), raw)
+                    self.exporter.update(metrics, raw)
                     exported.append(job_id)
             except Exception as exc:  # one job's failure must not stop the others
                 self.exporter.verdicts_failed.inc()
                 log.exception("judging job %s failed: %r", job_id, exc)
                 continue
-            book = VerdictBook.from_bytes(book_table.get(key))
+            # The book's facts come from memory; the book itself is decoded only when a change is held.
+            book_bytes = book_table.get(key)
+            memo, book = self._book_facts(key, book_bytes)
             raw = raw.model_copy(update={"captured": self.captured})
-            verdict, stability = stabilize(book.stability, raw)
+            if memo.held_until(raw) is None:  # what `stabilize` gives then, without the published verdict
+                verdict, stability = raw, Stability(shown=raw)
+            else:
+                book = book or VerdictBook.from_bytes(book_bytes)
+                verdict, stability = stabilize(book.stability, raw)
+            facts = key_facts(verdict)
             if expiry is not None:
                 # The final verdict goes out whatever the last call was; then the job is forgotten.
                 verdict = verdict.model_copy(update={
                     "reasoning": f"{verdict.reasoning} Final verdict: {EXPIRY_TEXT[expiry]}; the job is no longer "
                                  "watched.".strip()})
             else:
-                await self._record_metrics(key, job_id, state, now, verdict)
-                unchanged = not key_facts_changed(book.last, verdict)
-                if unchanged and wall - book.published_at < self.settings.heartbeat_secs:
-                    old = book.stability
-                    if (stability.pending_call, stability.pending_since) != (old.pending_call, old.pending_since):
+                await self._record_metrics(key, job_id, state, now, verdict, metrics)
+                unchanged = memo.last_facts is not None and memo.last_facts == facts  # not `stability.changed`
+                if unchanged and wall - memo.published_at < self.settings.heartbeat_secs:
+                    if (stability.pending_call, stability.pending_since) != (memo.pending_call, memo.pending_since):
                         # a held change started or ended: remembered (the published verdict stays `shown`)
-                        stability.shown = old.shown
-                        book_table[key] = replace(book, stability=stability).to_bytes()
+                        book = book or VerdictBook.from_bytes(book_bytes)
+                        stability.shown = book.stability.shown
+                        book = replace(book, stability=stability)
+                        data = book_table[key] = book.to_bytes()
+                        self._books[key] = BookFacts.of(book, data, memo.last_facts)
                     continue
-            out = verdict.model_copy(update={"seq": book.seq + 1})
-            sent.append((await self.verdict_topic.send(key=key, value=encode(out)), key, job_id, out, wall, expiry,
-                         stability))
+            out = verdict.model_copy(update={"seq": memo.seq + 1})
+            out_json = out.model_dump(mode="json")  # once, for the topic and the book (`encode` writes the same)
+            sent.append(_Sent(await self.verdict_topic.send(key=key, value=orjson.dumps(out_json)), key, job_id, out,
+                              out_json, facts, wall, expiry, stability))
         published += await self._settle(sent)
         return exported, published
 
@@ -508,10 +561,11 @@ class StreamWorker:
         """Wait for a group of verdict sends; record each delivered one (book, metrics, evidence, expiry)."""
         if not sent:
             return 0
-        results = await asyncio.gather(*(x[0] for x in sent), return_exceptions=True)
+        results = await asyncio.gather(*(x.future for x in sent), return_exceptions=True)
         failed: BaseException | None = None
         done = 0
-        for result, (_fut, key, job_id, out, wall, expiry, stability) in zip(results, sent, strict=True):
+        for result, (_fut, key, job_id, out, out_json, facts, wall, expiry, stability) in zip(results, sent,
+                                                                                             strict=True):
             if isinstance(result, BaseException):
                 failed = failed or result
                 continue
@@ -523,11 +577,22 @@ class StreamWorker:
                 self._expire(key, job_id, expiry)
             else:
                 stability.shown = out
-                self.tables.verdicts[key] = VerdictBook(seq=out.seq, published_at=wall, last=out,
-                                                        stability=stability).to_bytes()
+                book = VerdictBook(seq=out.seq, published_at=wall, last=out, stability=stability)
+                data = self.tables.verdicts[key] = book.to_bytes(out_json)
+                self._books[key] = BookFacts.of(book, data, facts)
         if failed is not None:
             raise failed
         return done
+
+    def _book_facts(self, key: bytes, data: bytes | None) -> tuple[BookFacts, VerdictBook | None]:
+        """The facts of the job's book `data`: remembered when this worker wrote those bytes, else
+        decoded (and then the decoded book is returned too, so it is not decoded twice)."""
+        memo = self._books.get(key)
+        if memo is not None and memo.describes(data):
+            return memo, None
+        book = VerdictBook.from_bytes(data)
+        memo = self._books[key] = BookFacts.of(book, data)
+        return memo, book
 
     def _expiry(self, key: bytes, state: Any, wall: float) -> str | None:
         """Why the job should be expired now ("ended", "terminal", "idle"), or None to keep watching it."""
@@ -559,6 +624,8 @@ class StreamWorker:
         self.exporter.remove(job_id)
         self._seen.pop(key, None)
         self._terminal_since.pop(key, None)
+        self._books.pop(key, None)
+        self._metrics_at.pop(job_id, None)
         self._dirty.discard(key)
         self.exporter.jobs_expired.labels(reason).inc()
         log.info("job %s expired (%s)", job_id, reason)
@@ -568,15 +635,31 @@ class StreamWorker:
             return datetime.fromtimestamp(state.last_event_ts, UTC)
         return self.clock()
 
-    async def _record_metrics(self, key: bytes, job_id: str, state: Any, now: datetime, verdict: Any) -> None:
+    def _judge_one(self, state: Any, now: datetime) -> tuple[Verdict, Any]:
+        """The raw verdict and the metrics as of it: `core.judge` then `core.metrics(last=verdict)`,
+        in one pass when the core offers it (`HealthCore.judge_with_metrics`)."""
+        both = getattr(self.core, "judge_with_metrics", None)
+        if both is not None:
+            return both(state, now)  # type: ignore[no-any-return]
+        raw = self.core.judge(state, now)
+        return raw, self.core.metrics(state, now, last=raw)
+
+    async def _record_metrics(self, key: bytes, job_id: str, state: Any, now: datetime, verdict: Any,
+                              metrics: Any) -> None:
         """One point of the job's metric time series per `metrics_every_secs` of judging time: to the
-        metrics topic (the evidence writer stores it) and to this worker's own store, if any."""
+        metrics topic (the evidence writer stores it) and to this worker's own store, if any.
+
+        `metrics` are the raw verdict's; the point carries the published (stabilised) verdict's call."""
         last = self._metrics_at.get(job_id)
         if last is not None and 0 <= (now - last).total_seconds() < self.settings.metrics_every_secs:
             return
         self._metrics_at[job_id] = now
         try:
-            point = metrics_point(self.core.metrics(state, now, last=verdict))
+            if isinstance(metrics, JobMetrics):
+                metrics = as_of_verdict(metrics, verdict)
+            else:  # a core of another shape: ask it
+                metrics = self.core.metrics(state, now, last=verdict)
+            point = metrics_point(metrics)
             await self.metrics_topic.send(key=key, value=encode(point))
             if self.store is not None:
                 self.store.add_metrics_point(point)
@@ -651,6 +734,11 @@ class StreamWorker:
             port = self.exporter.serve(self.settings.metrics_port, self.settings.metrics_addr)
             log.info("metrics on http://%s:%d/metrics", self.settings.metrics_addr, port)
         worker = faust.Worker(self.app, loglevel=self.settings.loglevel, quiet=True)
+        # At --loglevel warning or above faust's start-up spinner sets the root logger to DEBUG for
+        # good (its handler advances the spinner per record), so every debug call of faust and
+        # aiokafka built a LogRecord (10 s of a profiled 2,000-job scale run). Without the spinner the
+        # root logger keeps the level asked for.
+        worker.spinner = None
         try:
             worker.execute_from_commandline()
         except SystemExit as exc:

@@ -1,0 +1,149 @@
+"""Judging every job of one worker, in process: the worker's own per-tick code without a broker.
+
+Builds N jobs with the events of `bench/scale.py` (spec, state poll, log batch, GPU polls, trial),
+folds them through the real core, then runs the worker's tick body (`StreamWorker._judge_locked`:
+load the state, judge, stabilise, refresh the exporter, decide whether to publish) for `--ticks`
+ticks, `--tick-secs` of clock apart, against in-memory stand-ins for the two tables and the
+verdict topic. A refresh round (one log batch, GPU polls, a trial per job) is folded in before each
+tick, as in the scale bench. Ends with
+
+    RESULT jobs=<n> judge_all_s=<median of the ticks after the first> judge_all_cpu_s=<same, CPU> first_tick_s=<first>
+
+    python bench/judge_all.py [--jobs 2000] [--ticks 4] [--tick-secs 10] [--profile out.prof]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import os
+import statistics
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from scale import job_events  # noqa: E402
+
+from rlhealth.runtime import build_core  # noqa: E402
+from rlhealth.schemas import job_key  # noqa: E402
+from rlhealth.sinks.prometheus import Exporter  # noqa: E402
+from rlhealth.streams.workers import StreamWorker, WorkerSettings  # noqa: E402
+
+
+class MemTable(dict):
+    """A dict with the `PartitionedTable` calls the judging uses."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.key_partitions: dict[bytes, int] = {}
+
+
+class Tables:
+    def __init__(self) -> None:
+        self.job_health = MemTable()
+        self.verdicts = MemTable()
+
+
+class Topic:
+    """Accepts sends at once (a delivered future), counting them."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.log: list[bytes] | None = None  # every value sent, when asked (`--dump`)
+
+    async def send(self, key: bytes, value: bytes) -> asyncio.Future:
+        self.sent += 1
+        if self.log is not None:
+            self.log.append(value)
+        fut = asyncio.get_running_loop().create_future()
+        fut.set_result(None)
+        return fut
+
+
+class Clock:
+    def __init__(self, t: datetime) -> None:
+        self.t = t
+
+    def __call__(self) -> datetime:
+        return self.t
+
+
+def offline_worker(core: Any, clock: Clock) -> StreamWorker:
+    """A StreamWorker without its faust app: only what `_judge_locked` touches."""
+    w = StreamWorker.__new__(StreamWorker)
+    w.settings = WorkerSettings(bootstrap="offline", catalog=None)  # type: ignore[arg-type]
+    w.core, w.exporter, w.clock = core, Exporter(), clock
+    w.tables = Tables()  # type: ignore[assignment]
+    w.verdict_topic, w.metrics_topic = Topic(), Topic()  # type: ignore[assignment]
+    w.store = None
+    w.captured = "stream: bench"
+    w._judging = asyncio.Lock()
+    w._metrics_at, w._seen, w._terminal_since, w._dirty, w._books = {}, {}, {}, set(), {}
+    return w
+
+
+def fold(w: StreamWorker, jobs: list[str], t: datetime, step: int, first: bool) -> None:
+    table = w.tables.job_health
+    for job in jobs:
+        key = job_key(job)
+        state = w._load(key, job)
+        for ev in job_events(job, t, step, first):
+            state, _ = w.core.step(state, ev, t)
+        table[key] = state.to_bytes()
+        table.key_partitions[key] = 0
+        w._seen[key] = t.timestamp()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--jobs", type=int, default=2000)
+    ap.add_argument("--ticks", type=int, default=4)
+    ap.add_argument("--tick-secs", type=float, default=10.0)
+    ap.add_argument("--profile", help="write a cProfile of the ticks after the first here")
+    ap.add_argument("--dump", help="write every published verdict here (one JSON a line) at a fixed start time, "
+                                   "to compare two versions of the code")
+    args = ap.parse_args()
+    core = build_core()
+    t = datetime(2026, 6, 1, 12, 0, tzinfo=UTC) if args.dump else datetime.now(UTC).replace(microsecond=0)
+    clock = Clock(t)
+    w = offline_worker(core, clock)
+    if args.dump:
+        w.verdict_topic.log = []  # type: ignore[attr-defined]
+    jobs = [f"scale-{i:05d}" for i in range(args.jobs)]
+    fold(w, jobs, t, 1, True)
+    keys = list(w.tables.job_health)
+    times: list[float] = []
+    cpus: list[float] = []  # CPU time of this process: less disturbed than wall time on a shared machine
+    prof = cProfile.Profile(time.process_time) if args.profile else None
+    for k in range(args.ticks):
+        fold(w, jobs, clock.t, 2 + k, False)
+        clock.t = t + timedelta(seconds=args.tick_secs * (k + 1))
+        if prof is not None and k:
+            prof.enable()
+        started, cpu = time.perf_counter(), time.process_time()
+        _exported, published = asyncio.run(w._judge_locked(keys))
+        times.append(time.perf_counter() - started)
+        cpus.append(time.process_time() - cpu)
+        if prof is not None:
+            prof.disable()
+        print(f"tick {k}: judged {len(keys)} jobs in {times[-1]:.2f}s ({cpus[-1]:.2f}s CPU), published {published}, "
+              f"load {os.getloadavg()[0]:.2f}", flush=True)
+    if prof is not None:
+        prof.dump_stats(args.profile)
+    if args.dump:
+        Path(args.dump).write_bytes(b"\n".join(w.verdict_topic.log) + b"\n")  # type: ignore[attr-defined]
+    rest, rest_cpu = times[1:] or times, cpus[1:] or cpus
+    print(f"RESULT jobs={len(jobs)} judge_all_s={statistics.median(rest):.2f} "
+          f"judge_all_cpu_s={statistics.median(rest_cpu):.2f} first_tick_s={times[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,205 @@
+"""The worker's per-tick judging keeps only facts of each verdict book in memory (`BookFacts`) and
+decodes the book only when it must: what it publishes and writes must be exactly what decoding every
+book at every tick gives (`stabilize` on the decoded memory, `changed` on the decoded last verdict).
+
+Runs the worker's own `_judge_locked` without a broker: in-memory tables and verdict topic, and a
+scripted core whose raw calls walk through the hysteresis (KILL held back, escalate rising and
+falling, flapping, TERMINAL), heartbeats, a lost memory (restart) and a book rewritten behind the
+worker's back (changelog restore)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from rlhealth.agents.findings import JobMetrics
+from rlhealth.schemas import Evidence, Gate, Gates, Verdict, job_key
+from rlhealth.sinks.prometheus import Exporter
+from rlhealth.streams.tables import BookFacts, VerdictBook
+from rlhealth.streams.workers import StreamWorker, WorkerSettings
+
+T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+TICK_S = 60.0
+
+# Per job, the raw call at each tick: (verdict, escalate, job status, evidence tag).
+SCRIPTS: dict[str, list[tuple[str, bool, str, str]]] = {
+    "steady": [("NO-KILL", False, "ALIVE", "e")] * 40,
+    "kill-then-recovers": [("KILL", False, "WEDGED", "k")] * 3 + [("NO-KILL", False, "ALIVE", "r")] * 37,
+    "flaps": [("KILL" if i % 4 in (0, 1) else "NO-KILL", False, "WEDGED", f"f{i % 4}") for i in range(40)],
+    "escalates": [("NO-KILL", i % 12 >= 3, "ALIVE", "x") for i in range(40)],
+    "new-evidence": [("NO-KILL", False, "ALIVE", f"n{i // 3}") for i in range(40)],
+    "ends": [("KILL", True, "WEDGED", "w")] * 5 + [("NO-KILL", False, "TERMINAL", "t")] * 35,
+}
+
+
+@dataclass
+class State:
+    job_id: str
+    tick: int = 0
+
+    def to_bytes(self) -> bytes:
+        return f"{self.job_id}|{self.tick}".encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> State:
+        job, tick = data.decode().split("|")
+        return cls(job, int(tick))
+
+
+class ScriptedCore:
+    def new_state(self, job_id: str) -> State:
+        return State(job_id)
+
+    def judge(self, state: State, now: datetime) -> Verdict:
+        verdict, escalate, status, tag = SCRIPTS[state.job_id][state.tick]
+        gate = Gate(status="FAIL" if verdict == "KILL" else "PASS", summary=tag,
+                    evidence=[Evidence(source="trainer", text=f"line {tag}", event_time=T0, rule_id=f"r.{tag}")])
+        return Verdict(job_id=state.job_id, verdict=verdict, confidence="high", job_status=status,  # type: ignore[arg-type]
+                       escalate=escalate, reasoning=f"tick {state.tick}", produced_at=now, gates=Gates(A=gate),
+                       event_time=now - timedelta(seconds=5), age_s=5.0)
+
+    def metrics(self, state: State, now: datetime, last: Verdict | None = None) -> JobMetrics:
+        return JobMetrics(job_id=state.job_id, log_staleness_s={}, generation_tokens_per_s=None,
+                          running_requests=None, waiting_requests=None, trials_completed_total=state.tick,
+                          trial_reward_mean=None, trials_nonzero_reward_ratio=None, nccl_watchdog_hits_total=0,
+                          oom_events_total=0, ray_worker_deaths_total=0, restarts_burned=None, restarts_max=None,
+                          gate_status={}, verdict=last.verdict if last else None, job_status=None,
+                          last_event_time=None, at=now)
+
+
+class MemTable(dict):  # type: ignore[type-arg]
+    key_partitions: dict[bytes, int]
+
+
+class Tables:
+    def __init__(self) -> None:
+        self.job_health, self.verdicts = MemTable(), MemTable()
+
+
+class Topic:
+    def __init__(self) -> None:
+        self.sent: list[tuple[bytes, bytes]] = []
+
+    async def send(self, key: bytes, value: bytes) -> asyncio.Future[None]:
+        self.sent.append((key, value))
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        fut.set_result(None)
+        return fut
+
+
+def offline_worker(clock: list[datetime]) -> StreamWorker:
+    w = StreamWorker.__new__(StreamWorker)
+    w.settings = WorkerSettings(bootstrap="offline", catalog=None, heartbeat_secs=300.0)  # type: ignore[arg-type]
+    w.core, w.exporter, w.clock = ScriptedCore(), Exporter(), lambda: clock[0]
+    w.tables = Tables()  # type: ignore[assignment]
+    w.verdict_topic, w.metrics_topic = Topic(), Topic()  # type: ignore[assignment]
+    w.store, w.captured = None, "stream: test"
+    w._judging = asyncio.Lock()
+    w._metrics_at, w._seen, w._terminal_since, w._dirty, w._books = {}, {}, {}, set(), {}
+    w.settings = replace(w.settings, idle_expiry_secs=1e9, terminal_expiry_secs=1e9)
+    return w
+
+
+def run(remember: bool) -> tuple[list[list[tuple[bytes, bytes]]], list[dict[bytes, bytes]]]:
+    """Every tick's sends and the verdict table after it; `remember=False` decodes every book and
+    always goes through `stabilize`, as the worker did before it kept `BookFacts`."""
+    clock = [T0]
+    w = offline_worker(clock)
+    keys = [job_key(j) for j in SCRIPTS]
+    sends, books = [], []
+    for tick in range(40):
+        clock[0] = T0 + timedelta(seconds=TICK_S * tick)
+        for job, key in zip(SCRIPTS, keys, strict=True):
+            w.tables.job_health[key] = State(job, tick).to_bytes()
+            w._seen[key] = clock[0].timestamp()
+        if not remember:
+            w._books.clear()
+        if tick == 17:
+            w._books.clear()  # a restarted worker: the memory is gone, the table is not
+        if tick == 23:  # a book restored from the changelog, other than the one this worker wrote
+            for key in keys:
+                book = VerdictBook.from_bytes(w.tables.verdicts[key])
+                w.tables.verdicts[key] = replace(book, published_at=book.published_at - 1000.0).to_bytes()
+        before = len(w.verdict_topic.sent)  # type: ignore[attr-defined]
+        asyncio.run(w._judge_locked(keys))
+        sends.append(w.verdict_topic.sent[before:])  # type: ignore[attr-defined]
+        books.append(dict(w.tables.verdicts))
+    return sends, books
+
+
+def test_remembered_book_facts_publish_exactly_what_decoding_every_book_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    fast_sends, fast_books = run(remember=True)
+    decoded = {"n": 0}
+    real_from_bytes = VerdictBook.from_bytes.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: Any, data: bytes | None) -> VerdictBook:
+        decoded["n"] += 1
+        return real_from_bytes(cls, data)  # type: ignore[no-any-return]
+
+    with monkeypatch.context() as m:
+        # the reference: every book decoded, and every raw call through `stabilize` with the decoded memory
+        m.setattr(BookFacts, "held_until", lambda self, raw: (raw.produced_at, raw.produced_at))
+        m.setattr(VerdictBook, "from_bytes", classmethod(counting))
+        ref_sends, ref_books = run(remember=False)
+    assert decoded["n"] >= 40 * len(SCRIPTS) - len(SCRIPTS)
+    assert fast_sends == ref_sends
+    assert fast_books == ref_books
+    published = [len(s) for s in fast_sends]
+    assert published[0] == len(SCRIPTS) and 0 in published and sum(published) > len(published)
+    sent = [Verdict.model_validate_json(v) for tick in fast_sends for _, v in tick]
+    assert any(v.held is not None for v in sent)  # the hysteresis really held calls back
+    assert any(v.held is None and v.verdict == "NO-KILL" and v.job_id == "kill-then-recovers" for v in sent[20:])
+
+
+def test_book_facts_skip_decoding_the_books_this_worker_wrote(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = {"n": 0}
+    real = VerdictBook.from_bytes.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: Any, data: bytes | None) -> VerdictBook:
+        calls["n"] += 1
+        return real(cls, data)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(VerdictBook, "from_bytes", classmethod(counting))
+    clock = [T0]
+    w = offline_worker(clock)
+    key = job_key("steady")
+    for tick in range(3):
+        clock[0] = T0 + timedelta(seconds=TICK_S * tick)
+        w.tables.job_health[key] = State("steady", tick).to_bytes()
+        asyncio.run(w._judge_locked([key]))
+    assert calls["n"] == 1  # the first tick, with no book yet; then the remembered facts describe the table's bytes
+
+
+def test_a_poll_that_repeats_the_scheduler_view_is_not_judged_at_once() -> None:
+    from rlhealth.runtime import build_core
+    from rlhealth.schemas import JobStatePoll, encode
+
+    clock = [T0]
+    w = offline_worker(clock)
+    w.core = build_core()
+    w.settings = replace(w.settings, tick_secs=10.0)
+    w.tables.job_health.remember = lambda key, partition: None  # type: ignore[attr-defined]
+    w._kinds, w.processed_next, w._finding_outbox = {}, {}, []
+    key = job_key("polled")
+
+    def poll(at_s: float, **over: Any) -> bool:
+        """Fold a state poll taken `at_s` after T0; returns whether the job is now due for a fast judgement."""
+        w._dirty.clear()
+        fields: dict[str, Any] = dict(job_id="polled", event_time=T0 + timedelta(seconds=at_s), state="running",
+                                      pods=2, failure_count=0, attempt=0, max_retries=1, scheduler="kubernetes")
+        pending: dict[bytes, Any] = {}
+        assert w.handle("jobstate", 0, 0, key, encode(JobStatePoll(**{**fields, **over})), pending=pending) is None
+        w._write_back(pending)
+        return key in w._dirty
+
+    assert poll(0)  # the first view of the job
+    assert not poll(5)  # the same view 5 s later: the regular tick judges it
+    assert poll(9, pods=1)  # a changed view
+    assert not poll(12, pods=1)
+    assert poll(40, pods=1)  # the same view after a silence longer than a tick
+    assert poll(41, state="failed", pods=0)
+    assert not poll(30, state="running")  # an older poll arriving late changes nothing
