@@ -83,6 +83,22 @@ def test_unknown_values_are_absent_not_zero_and_roles_fold_into_other() -> None:
     assert value(exp, "rlhealth_job_gate_status", job_id="job-a", gate="B") == -1.0
 
 
+def test_effective_training_time_is_exported_and_unknown_ratio_is_absent() -> None:
+    from rlhealth.agents.training_time import TrainingTime
+
+    exp = Exporter()
+    tt = TrainingTime(wall_s=9000.0, productive_s=4320.0, bring_up_s=0.0, stalled_s=4680.0, failures_s=0.0,
+                      unattributed_s=0.0, ratio=0.48)
+    exp.update(metrics(training_time=tt))
+    assert value(exp, "rlhealth_job_effective_training_ratio", job_id="job-a") == 0.48
+    assert value(exp, "rlhealth_job_training_time_seconds", job_id="job-a", use="stalled") == 4680.0
+    assert value(exp, "rlhealth_job_training_time_seconds", job_id="job-a", use="productive") == 4320.0
+    exp.update(metrics(training_time=replace(tt, ratio=None)))
+    assert value(exp, "rlhealth_job_effective_training_ratio", job_id="job-a") is None
+    assert value(exp, "rlhealth_job_training_time_seconds", job_id="job-a", use="bring_up") == 0.0
+    assert exp.exposition() == generate_latest(exp.registry)  # the pre-rendered lines carry them too
+
+
 def test_update_replaces_and_remove_drops_a_jobs_series() -> None:
     exp = Exporter()
     exp.update(metrics("job-a"))

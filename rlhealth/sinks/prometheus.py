@@ -38,6 +38,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
+from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -112,6 +113,11 @@ _JOB_FAMILIES: tuple[tuple[str, str, str, str | None], ...] = (
     ("rlhealth_job_last_event_timestamp_seconds", "gauge",
      "Event time of the newest event seen for the job (Unix seconds).", None),
     ("rlhealth_job_trainer_last_step", "gauge", "Last trainer step seen in the logs.", None),
+    ("rlhealth_job_effective_training_ratio", "gauge",
+     "Share of the job's wall-clock time spent in productive trainer steps so far (0-1); absent when unknown.",
+     None),
+    ("rlhealth_job_training_time_seconds", "gauge",
+     "The job's wall-clock seconds so far by use: productive, bring_up, stalled, failures, unattributed.", "use"),
 )
 _INDEX = {f[0]: i for i, f in enumerate(_JOB_FAMILIES)}
 
@@ -167,6 +173,10 @@ def job_rows(m: JobMetrics, v: Verdict | None) -> list[_Row]:
     if isinstance(m.last_event_time, datetime):
         add("rlhealth_job_last_event_timestamp_seconds", m.last_event_time.timestamp())
     add("rlhealth_job_trainer_last_step", m.trainer_last_step)
+    if m.training_time is not None:
+        add("rlhealth_job_effective_training_ratio", m.training_time.ratio)
+        for use, seconds in m.training_time.as_dict().items():  # a fixed set of five label values
+            add("rlhealth_job_training_time_seconds", seconds, use)
     return out
 
 
