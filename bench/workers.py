@@ -76,7 +76,8 @@ class Worker:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "rlhealth", "worker", "--bootstrap", bootstrap,
                  "--topic-prefix", catalog.prefix, "--metrics-port", str(self.port), "--tick-secs", str(tick_secs),
-                 "--heartbeat-secs", "60", "--session-timeout-secs", "10", "--loglevel", "warning",
+                 "--heartbeat-secs", "60", "--session-timeout-secs", "10",
+                 "--loglevel", os.environ.get("BENCH_WORKER_LOGLEVEL", "warning"),
                  "--no-create-topics"],
                 env=env, stdout=log, stderr=subprocess.STDOUT)
 
@@ -203,6 +204,9 @@ def rebalance(bootstrap: str, args: argparse.Namespace) -> dict[str, float]:
             deadline = time.monotonic() + 300
             while time.monotonic() < deadline:
                 ms = [w.metrics() for w in workers]
+                if not all(ms):
+                    time.sleep(0.25)
+                    continue
                 sets = [jobs_of(m) for m in ms]
                 owned = [m.get("rlhealth_partitions_owned", 0.0) for m in ms]
                 twice = set.intersection(*sets) if len(sets) > 1 else set()
@@ -222,7 +226,11 @@ def rebalance(bootstrap: str, args: argparse.Namespace) -> dict[str, float]:
         twice_max = unowned_max = 0
         until = time.monotonic() + args.settle_secs
         while time.monotonic() < until:
-            sets = [jobs_of(w.metrics()) for w in (a, b)]
+            ms = [w.metrics() for w in (a, b)]
+            if not all(ms):  # a scrape that timed out (busy machine) is no sample
+                time.sleep(0.25)
+                continue
+            sets = [jobs_of(m) for m in ms]
             twice_max = max(twice_max, len(sets[0] & sets[1]))
             unowned_max = max(unowned_max, len(everyone - sets[0] - sets[1]))
             time.sleep(0.25)
