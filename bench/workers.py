@@ -132,6 +132,12 @@ def throughput(bootstrap: str, n_workers: int, args: argparse.Namespace, lines: 
             samples.append((time.monotonic(), done, whole, sum(w.cpu() for w in workers)))
             if done >= total:
                 break
+            lag = sum(v for m in ms for k, v in m.items() if k.startswith("rlhealth_consumer_lag"))
+            if all(ms) and lag == 0 and whole and len(samples) > 50 and samples[-50][1] == done:
+                print(f"!! {n_workers} worker(s): no lag and nothing new for 10s, but only {done:,.0f} of {total:,} "
+                      f"lines counted: {total - done:,.0f} lines ({(total - done) / LINES_PER_BATCH:,.0f} batches) "
+                      "never processed", flush=True)
+                break
             time.sleep(0.2)
         lo = next(s for s in samples if s[1] >= 0.1 * total and s[2])
         hi = next(s for s in samples if s[1] >= 0.9 * total)
@@ -268,6 +274,8 @@ def main() -> int:
     ap.add_argument("--refresh-per-s", type=float, default=50.0, help="batches/s produced during the rebalances")
     ap.add_argument("--settle-secs", type=float, default=15.0)
     ap.add_argument("--skip-throughput", action="store_true")
+    ap.add_argument("--skip-rebalance", action="store_true")
+    ap.add_argument("--two-first", action="store_true", help="measure the two workers before the one")
     args = ap.parse_args()
     env = broker_env()
     try:
@@ -275,11 +283,18 @@ def main() -> int:
         ratio = float("nan")
         if not args.skip_throughput:
             lines = corpus_lines(LINES_PER_BATCH * 8, 0.02)
-            one, one_cpu = throughput(bootstrap, 1, args, lines)
-            two, two_cpu = throughput(bootstrap, 2, args, lines)
+            if args.two_first:
+                two, two_cpu = throughput(bootstrap, 2, args, lines)
+                one, one_cpu = throughput(bootstrap, 1, args, lines)
+            else:
+                one, one_cpu = throughput(bootstrap, 1, args, lines)
+                two, two_cpu = throughput(bootstrap, 2, args, lines)
             ratio = two / one
             print(f"throughput ratio 2 workers / 1: {ratio:.2f} (lines per CPU second {two_cpu / one_cpu:.2f}x)",
                   flush=True)
+        if args.skip_rebalance:
+            print(f"RESULT workers=2 throughput_ratio={ratio:.2f}")
+            return 0
         r = rebalance(bootstrap, args)
         print(f"RESULT workers=2 throughput_ratio={ratio:.2f} rebalance_s={r['join_s']:.1f} "
               f"jobs_owned_twice={r['twice']:.0f} jobs_unowned={r['unowned']:.0f} leave_rebalance_s={r['leave_s']:.1f} "
