@@ -80,15 +80,17 @@ def install_lean_delivery(app: faust.App) -> None:
                     and not self.suspend_flow.is_set()):
                 try:
                     pending = first.send(None)
-                except StopIteration as stop:  # delivered without waiting: the common case
+                except BaseException as exc:  # done (or failed) without waiting: the common case
                     for other in coros[1:]:
                         if asyncio.iscoroutine(other):
                             other.close()  # never started: nothing to wait for
-                    return WaitResults([first], [stop.value], False)
+                    if isinstance(exc, StopIteration):
+                        return WaitResults([first], [exc.value], False)
+                    raise
                 return await super().wait_first(_Resume(first, pending), *coros[1:])
             return await super().wait_first(*coros, timeout=timeout)
 
-    transport.Consumer = LeanConsumer
+    transport.Consumer = LeanConsumer  # type: ignore[misc]  # this app's transport only
 
 
 __all__ = ["RawBytes", "install_lean_delivery"]
