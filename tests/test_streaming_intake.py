@@ -22,6 +22,7 @@ class FakeConsumer:
 
     def __init__(self) -> None:
         self.suspend_flow = asyncio.Event()
+        self.app = SimpleNamespace(rebalancing=False, in_recovery=False)
         self.slow_calls = 0
 
     async def wait_first(self, *coros: Any, timeout: Any = None) -> Any:
@@ -113,6 +114,20 @@ def test_an_error_in_the_delivery_propagates() -> None:
 
         with pytest.raises(ValueError, match="bad record handler"):
             await consumer.wait_first(callback(), consumer.suspend_flow.wait())
+
+    asyncio.run(main())
+
+
+def test_while_rebalancing_every_delivery_takes_faust_path() -> None:
+    async def main() -> None:
+        consumer = lean_consumer()
+        consumer.app.rebalancing = True
+
+        async def callback() -> int:
+            return 1
+
+        assert (await consumer.wait_first(callback(), consumer.suspend_flow.wait())).results == [1]
+        assert consumer.slow_calls == 1
 
     asyncio.run(main())
 

@@ -12,6 +12,7 @@ machinery. Two parts of it cost a lot and do nothing for raw-bytes topics in the
   a rebalance can abandon a delivery blocked on a full stream buffer. Nearly every delivery never
   blocks: `lean_first` steps the callback once in place and only when it would block does it fall
   back to faust's `wait_first` with the rest of it, so the abandon-on-rebalance path is unchanged.
+  While the group rebalances or the tables recover, every delivery takes faust's path.
 """
 
 from __future__ import annotations
@@ -76,8 +77,12 @@ def install_lean_delivery(app: faust.App) -> None:
 
         async def wait_first(self, *coros: Any, timeout: Any = None) -> Any:
             first = coros[0] if coros else None
+            app = self.app
+            # Only in steady state: while the group rebalances or tables recover, faust's own path
+            # (a rebalance is rare, and that is when its timing matters)
             if (timeout is None and len(coros) == 2 and asyncio.iscoroutine(first)
-                    and not self.suspend_flow.is_set()):
+                    and not self.suspend_flow.is_set() and not app.rebalancing
+                    and not getattr(app, "in_recovery", False)):
                 try:
                     pending = first.send(None)
                 except BaseException as exc:  # done (or failed) without waiting: the common case
