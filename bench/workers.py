@@ -118,8 +118,10 @@ def throughput(bootstrap: str, n_workers: int, args: argparse.Namespace, lines: 
     catalog = TopicCatalog(prefix=f"wk{n_workers}-{uuid.uuid4().hex[:8]}.", partitions=args.partitions)
     ensure_topics(bootstrap, catalog)
     templates = {j: [make_batch(lines, f"load-{j:03d}", c) for c in range(8)] for j in range(args.jobs)}
+    t0 = time.perf_counter()
     asyncio.run(_produce_backlog(bootstrap, catalog.topic_for_kind("log_batch"), templates, args.batches))
     total = args.batches * LINES_PER_BATCH
+    print(f"produced {args.batches} batches ({total:,} lines) in {time.perf_counter() - t0:.1f}s", flush=True)
     workers = [Worker(f"t{n_workers}-{i}", bootstrap, catalog, args.tick_secs) for i in range(n_workers)]
     samples: list[tuple[float, float, bool, float]] = []  # time, lines done, group holds every partition, CPU s
     try:
