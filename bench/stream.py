@@ -180,6 +180,9 @@ async def _measure_latency(bootstrap: str, catalog: TopicCatalog, templates: dic
     finally:
         await consumer.stop()
         await producer.stop()
+    slowest = sorted(got_at, key=lambda j: sent_at[j] - got_at[j])[:3]
+    print("slowest probes: " + ", ".join(f"{j} (#{list(sent_at).index(j) + 1} of {len(sent_at)}) "
+                                         f"{got_at[j] - sent_at[j]:.2f}s" for j in slowest), flush=True)
     return sorted(got_at[j] - sent_at[j] for j in got_at), len(sent_at) - len(got_at)
 
 
