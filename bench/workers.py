@@ -13,7 +13,8 @@ rebalances. Real broker ($KAFKA_BOOTSTRAP, or one started with scripts/kafka.sh)
    SIGTERM (leave). Ownership is read from each worker's /metrics: the jobs it exports (per-job
    series, which a worker keeps only for jobs of partitions it owns and has caught up on) and
    `rlhealth_partitions_owned`. The rebalance time is from B's start (resp. its SIGTERM) to the first
-   sample where every job is exported by exactly one worker and the partitions add up. After the
+   sample where every job is exported by exactly one worker and the partitions add up, and stay so
+   for two ticks and a second (a join can take two rebalance generations). After the
    join the ownership is sampled for `--settle-secs` more: `jobs_owned_twice` is the most jobs ever
    exported by both workers at once after settling, `jobs_unowned` the most exported by neither.
    Finally the verdict topic is read: a job with two verdicts of different judging times under one
@@ -212,7 +213,10 @@ def rebalance(bootstrap: str, args: argparse.Namespace) -> dict[str, float]:
         time.sleep(2)
 
         def settle(workers: list[Worker], started: float, what: str) -> float:
+            # Settled = the ownership condition held without a break for two ticks and a second: a join
+            # can take two rebalance generations, and between them the condition holds for a moment.
             deadline = time.monotonic() + 300
+            since: float | None = None
             while time.monotonic() < deadline:
                 ms = [w.metrics() for w in workers]
                 if not all(ms):
@@ -221,9 +225,15 @@ def rebalance(bootstrap: str, args: argparse.Namespace) -> dict[str, float]:
                 sets = [jobs_of(m) for m in ms]
                 owned = [m.get("rlhealth_partitions_owned", 0.0) for m in ms]
                 twice = set.intersection(*sets) if len(sets) > 1 else set()
-                if (not twice and set.union(*sets) == everyone and all(o > 0 for o in owned)
-                        and sum(owned) == args.partitions):
-                    took = time.monotonic() - started
+                ok = (not twice and set.union(*sets) == everyone and all(o > 0 for o in owned)
+                      and sum(owned) == args.partitions)
+                now = time.monotonic()
+                if not ok:
+                    since = None
+                elif since is None:
+                    since = now
+                if since is not None and now - since >= 2 * args.tick_secs + 1:
+                    took = since - started
                     print(f"{what}: every job exported by exactly one worker after {took:.1f}s "
                           f"(jobs per worker {[len(s) for s in sets]}, partitions {[int(o) for o in owned]})",
                           flush=True)
