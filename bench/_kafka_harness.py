@@ -34,6 +34,14 @@ def scrape(port: int) -> dict[str, float]:
     return out
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far (/proc/<pid>/stat): a rate per CPU second
+    does not depend on how many other processes share the machine's CPUs, a wall-clock rate does."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def broker_env(name: str) -> dict[str, str] | None:
     """scripts/kafka.sh's environment with a broker dir of this bench's own; None with $KAFKA_BOOTSTRAP."""
     if os.environ.get("KAFKA_BOOTSTRAP", "").strip():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -68,7 +69,24 @@ def worker(bootstrap: str, metrics_port: int | None, metrics_addr: str, tick_sec
                               db_path=db_path, loglevel=loglevel, session_timeout_s=session_timeout_secs,
                               security=kafka_security, clock_mode=clock_mode,
                               idle_expiry_secs=idle_expiry_secs, terminal_expiry_secs=terminal_expiry_secs)
-    sys.exit(StreamWorker(settings).run())
+    run = StreamWorker(settings).run
+    from rlhealth import settings
+
+    profile_to = settings.load().profile
+    sys.exit(_profiled(run, str(profile_to)) if profile_to else run())
+
+
+
+
+def _profiled(run: Callable[[], int], path: str) -> int:
+    """Run the worker under cProfile and write the stats to `path` when it stops (`python -m pstats path`)."""
+    import cProfile
+
+    profiler = cProfile.Profile()
+    try:
+        return profiler.runcall(run)
+    finally:
+        profiler.dump_stats(path)
 
 
 @click.command()

@@ -105,6 +105,9 @@ def make_app(
         stream_wait_empty=False,
         producer_max_request_size=8 * 1024 * 1024,
         producer_linger=0.005,
+        # faust's 16 KiB default closes a batch every ~5 dead letters (a few KiB each): a produce
+        # request per handful of records under a flood of bad ones
+        producer_max_batch_size=1024 * 1024,
         consumer_max_fetch_size=8 * 1024 * 1024,
         autodiscover=False,
         **web,
