@@ -64,12 +64,12 @@ def worker(bootstrap: str, metrics_port: int | None, metrics_addr: str, tick_sec
         from rlhealth.sinks.kafka import ensure_topics
 
         ensure_topics(bootstrap, catalog, security=kafka_security)
-    settings = WorkerSettings(bootstrap=bootstrap, catalog=catalog, app_id=app_id, tick_secs=tick_secs,
-                              heartbeat_secs=heartbeat_secs, metrics_port=metrics_port, metrics_addr=metrics_addr,
-                              db_path=db_path, loglevel=loglevel, session_timeout_s=session_timeout_secs,
-                              security=kafka_security, clock_mode=clock_mode,
-                              idle_expiry_secs=idle_expiry_secs, terminal_expiry_secs=terminal_expiry_secs)
-    run = StreamWorker(settings).run
+    worker_settings = WorkerSettings(
+        bootstrap=bootstrap, catalog=catalog, app_id=app_id, tick_secs=tick_secs, heartbeat_secs=heartbeat_secs,
+        metrics_port=metrics_port, metrics_addr=metrics_addr, db_path=db_path, loglevel=loglevel,
+        session_timeout_s=session_timeout_secs, security=kafka_security, clock_mode=clock_mode,
+        idle_expiry_secs=idle_expiry_secs, terminal_expiry_secs=terminal_expiry_secs)
+    run = StreamWorker(worker_settings).run
     from rlhealth import settings
 
     profile_to = settings.load().profile

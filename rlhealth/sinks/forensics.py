@@ -96,6 +96,7 @@ def signal_hits(path: str | Path, rule_glob: str = "*", since: datetime | None =
 
 def behind(path: str | Path, job: str, seq: int | None = None) -> Answer:
     """The evidence lines behind one verdict (default: the job's newest)."""
+    params: list[object]
     if seq is None:
         where, params = "job_id = ? AND seq = (SELECT seq FROM verdicts WHERE job_id = ? " \
                         "ORDER BY produced_at DESC, seq DESC LIMIT 1)", [job, job]

@@ -217,8 +217,10 @@ class StreamWorker:
         app.timer(self.settings.fast_tick_secs, name="judge_jobs_with_news")(self._fast_tick)
         app.timer(2.0, name="flush_evidence")(self._flush_evidence)
         app.timer(0.5, name="probe_event_loop")(self._probe_loop)
-        app.on_partitions_assigned.connect(self._on_assigned)
-        app.on_partitions_revoked.connect(self._on_revoked)
+        # faust's signal stubs type receivers as taking `signal=`; faust calls them with the sender and
+        # the partitions, as its own documentation shows
+        app.on_partitions_assigned.connect(self._on_assigned)  # type: ignore[arg-type]
+        app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]
         self._probe_at: float | None = None
 
     # ------------------------------------------------------------------ per record
@@ -228,7 +230,8 @@ class StreamWorker:
             # Events come in small buffers; each job's state is written back (and changelogged) once
             # per buffer, not once per event. The buffer's events are acked only after this body
             # ran, and a commit flushes the producer first, so the changelog never lags a commit.
-            async for events in stream.take_events(s.batch_max, within=s.batch_within_secs):
+            # take_events (faust >= 0.11) is on the Stream class, not in its StreamT protocol
+            async for events in stream.take_events(s.batch_max, within=s.batch_within_secs):  # type: ignore[attr-defined]
                 pending: dict[bytes, Any] = {}
                 dead_letters: list[DeadLetter] = []
                 for event in events:
@@ -379,7 +382,7 @@ class StreamWorker:
             part = (murmur2(key) & 0x7FFFFFFF) % parts if key is not None else (record.source_partition or 0) % parts
             by_partition.setdefault(part, []).append((key, encode(record)))
         try:
-            client = self.app.producer._ensure_producer()  # aiokafka's: its batch API
+            client = self.app.producer._ensure_producer()  # type: ignore[attr-defined]  # aiokafka's: its batch API
             futures = []
             for part, items in by_partition.items():
                 batch = client.create_batch()
@@ -437,10 +440,11 @@ class StreamWorker:
                                            client_id="rlhealth-worker-admin",
                                            **resolve(self.settings.security).kafka_python())
         wanted = [TopicPartition(tp.topic, tp.partition) for tp in tps]
-        if hasattr(self._admin, "list_group_offsets"):  # kafka-python >= 3
-            offsets = self._admin.list_group_offsets({self.group_id: wanted}).get(self.group_id, {})
+        admin: Any = self._admin
+        if hasattr(admin, "list_group_offsets"):  # kafka-python >= 3
+            offsets = admin.list_group_offsets({self.group_id: wanted}).get(self.group_id, {})
         else:  # kafka-python 2.x
-            offsets = self._admin.list_consumer_group_offsets(self.group_id, partitions=wanted)
+            offsets = admin.list_consumer_group_offsets(self.group_id, partitions=wanted)
         return {TP(tp.topic, tp.partition): om.offset for tp, om in offsets.items() if om.offset >= 0}
 
     async def _on_revoked(self, sender: Any, revoked: set[TP], **kwargs: Any) -> None:
@@ -657,7 +661,7 @@ class StreamWorker:
         in one pass when the core offers it (`HealthCore.judge_with_metrics`)."""
         both = getattr(self.core, "judge_with_metrics", None)
         if both is not None:
-            return both(state, now)  # type: ignore[no-any-return]
+            return both(state, now)
         raw = self.core.judge(state, now)
         return raw, self.core.metrics(state, now, last=raw)
 
