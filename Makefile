@@ -2,7 +2,7 @@
 #
 #   make setup        .venv with python >= 3.11 and `pip install -e '.[test]' -c constraints.txt`
 #   make test         setup, lint, start a Kafka broker (unless KAFKA_BOOTSTRAP is set), pytest, stop the broker
-#   make lint         ruff over the repository and mypy over [tool.mypy] files (pyproject.toml); fails on any finding
+#   make lint         ruff over the repository and mypy over the rlhealth package; fails on any finding
 #   make demo         probe the example capture, embedded (no Kafka)
 #   make kafka-start  start the dev broker (.kafka/), prints its bootstrap address
 #   make kafka-stop   stop it
