@@ -62,16 +62,22 @@ def stop_broker(env: dict[str, str] | None) -> None:
         subprocess.run([str(REPO / "scripts" / "kafka.sh"), "stop"], env=env, capture_output=True, timeout=120)
 
 
-def stop_worker_and_topics(worker: subprocess.Popen, bootstrap: str, prefix: str) -> None:
-    """Cleanup of a bench run: SIGTERM the worker (kill after 60 s), delete the bench's topics."""
+def stop_process(proc: subprocess.Popen, grace_s: float = 60.0) -> None:
+    """SIGTERM, then SIGKILL after `grace_s`; waits for it either way."""
     import signal
 
-    if worker.poll() is None:
-        worker.send_signal(signal.SIGTERM)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
         try:
-            worker.wait(60)
+            proc.wait(grace_s)
         except subprocess.TimeoutExpired:
-            worker.kill()
+            proc.kill()
+            proc.wait(10)
+
+
+def stop_worker_and_topics(worker: subprocess.Popen, bootstrap: str, prefix: str) -> None:
+    """Cleanup of a bench run: SIGTERM the worker (kill after 60 s), delete the bench's topics."""
+    stop_process(worker)
     try:
         from rlhealth.sinks.kafka import admin_client
 

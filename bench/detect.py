@@ -60,7 +60,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from scenario_support import check_expected, load_expected, scenario_dirs, shared_dir  # noqa: E402
 
 from bench._kafka_harness import broker_env as _broker_env  # noqa: E402
-from bench._kafka_harness import free_port, scrape, start_broker, stop_broker  # noqa: E402
+from bench._kafka_harness import free_port, scrape, start_broker, stop_broker, stop_process  # noqa: E402
 from rlhealth.agents.context import build_context  # noqa: E402
 from rlhealth.agents.core import HealthCore  # noqa: E402
 from rlhealth.embedded import probe  # noqa: E402
@@ -375,13 +375,7 @@ class WorkerProc:
         return done
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        stop_process(self.proc)
         self._log.close()
 
 

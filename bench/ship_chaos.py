@@ -265,19 +265,24 @@ def case_kill9(base: Path, broker: Broker, rate: float) -> Count:
     return report("kill9x3", c, f"max_raw_dup_per_kill={c.raw_duplicates / 3:.0f}" + _tail(err))
 
 
+def write_backlog(job: Job, mb: int, fill: str, line_len: int = 120) -> tuple[Path, int]:
+    """`mb` MiB of numbered 120-byte lines in the job's app.log: (path, number of lines)."""
+    log = job.root / "logs" / "app.log"
+    n = mb * (1 << 20) // line_len
+    with log.open("w") as f:
+        pad = fill * (line_len - 45)
+        for i in range(n):
+            f.write(f"2026-10-14 16:20:00 INFO seq {i:010d} {pad}\n")
+    return log, n
+
+
 def case_kill9_midsend(base: Path, broker: Broker, mb: int = 60) -> Count:
     """`kill -9` while the shipper is busy sending a backlog (not between ticks): three times, each
     once the checkpoint shows the file part-way shipped; then a restart finishes the file."""
     import json
 
     job = new_job(base, broker.bootstrap, "kill9mid")
-    log = job.root / "logs" / "app.log"
-    line_len = 120
-    n = mb * (1 << 20) // line_len
-    with log.open("w") as f:
-        pad = "m" * (line_len - 45)
-        for i in range(n):
-            f.write(f"2026-10-14 16:20:00 INFO seq {i:010d} {pad}\n")
+    log, n = write_backlog(job, mb, "m")
     size = log.stat().st_size
 
     def shipped() -> int:
@@ -367,13 +372,7 @@ def case_spool_cap(base: Path, broker: Broker, rate: float) -> Count:
 
 def case_backlog(base: Path, broker: Broker, mb: int) -> Count:
     job = new_job(base, broker.bootstrap, "backlog")
-    log = job.root / "logs" / "app.log"
-    line_len = 120
-    n = mb * (1 << 20) // line_len
-    with log.open("w") as f:
-        pad = "b" * (line_len - 45)
-        for i in range(n):
-            f.write(f"2026-10-14 16:20:00 INFO seq {i:010d} {pad}\n")
+    log, n = write_backlog(job, mb, "b")
     t0 = time.monotonic()
     proc = start_shipper(job, broker.bootstrap)
     size = log.stat().st_size

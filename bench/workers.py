@@ -57,6 +57,7 @@ from bench._kafka_harness import (  # noqa: E402
     scrape,
     start_broker,
     stop_broker,
+    stop_process,
     stop_worker_and_topics,
 )
 from rlhealth.schemas import LogBatch, Source, encode, job_key  # noqa: E402
@@ -97,13 +98,7 @@ class Worker:
             return 0.0
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        stop_process(self.proc)
 
 
 def jobs_of(m: dict[str, float]) -> set[str]:

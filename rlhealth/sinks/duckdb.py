@@ -29,7 +29,6 @@ transaction. Inserts are idempotent so at-least-once redelivery and replays add 
 from __future__ import annotations
 
 import base64
-import hashlib
 import os
 import threading
 import time
@@ -39,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import orjson
 import pyarrow as pa
 
 from rlhealth import settings
@@ -127,16 +125,8 @@ SNAPSHOT_COST_SHARE = 10  # snapshot at most every 10x the last snapshot's durat
 TABLES = ("findings", *_SCHEMAS)
 
 
-def _json(obj: Any) -> str:
-    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS, default=str).decode()
-
-
-def _digest(*parts: object) -> str:
-    h = hashlib.blake2b(digest_size=16)
-    for p in parts:
-        h.update(repr(p).encode("utf-8", "replace"))
-        h.update(b"\x00")
-    return h.hexdigest()
+_json = findings_parts.json_text
+_digest = findings_parts.digest
 
 
 class EvidenceStore:

@@ -95,11 +95,13 @@ def check_key_hash(con: duckdb.DuckDBPyConnection) -> bool:
     return bool(row)
 
 
-def _json(obj: Any) -> str:
+def json_text(obj: Any) -> str:
+    """Canonical JSON (sorted keys): equal values give equal text, so text compares and hashes."""
     return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS, default=str).decode()
 
 
-def _digest(*parts: object) -> str:
+def digest(*parts: object) -> str:
+    """A stable 128-bit digest of the parts' reprs."""
     h = hashlib.blake2b(digest_size=16)
     for p in parts:
         h.update(repr(p).encode("utf-8", "replace"))
@@ -109,8 +111,8 @@ def _digest(*parts: object) -> str:
 
 def finding_ref_key(job_id: str, f: Finding) -> str:
     if f.ref:
-        return _json(f.ref)
-    return "noref:" + _digest(job_id, f.event_time.isoformat() if f.event_time else None, f.source, f.text)
+        return json_text(f.ref)
+    return "noref:" + digest(job_id, f.event_time.isoformat() if f.event_time else None, f.source, f.text)
 
 
 class _Columns:

@@ -51,6 +51,8 @@ import orjson
 from rlhealth.agents.normalize import line_timestamp
 from rlhealth.schemas.common import Source
 from rlhealth.schemas.events import MAX_OUTPUT_SAMPLE_CHARS, MAX_OUTPUT_SAMPLES, TrialEvent
+from rlhealth.sources.json_objects import dict_at as _dict_at
+from rlhealth.sources.json_objects import list_at as _list_at
 from rlhealth.sources.redact import redact
 
 EVAL_DIR = "eval_sessions"
@@ -538,14 +540,3 @@ class TrialDirWatcher:
 
 
 __all__ = ["TrialDirWatcher", "TrialRead", "find_trial_dirs", "read_trial_dir", "read_trials"]
-
-
-def _dict_at(obj: dict, key: str) -> dict:
-    """obj[key] when it is a JSON object, else {} (partial and odd files are the norm)."""
-    value = obj.get(key)
-    return value if isinstance(value, dict) else {}
-
-
-def _list_at(obj: dict, key: str) -> list:
-    value = obj.get(key)
-    return value if isinstance(value, list) else []

@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from rlhealth.schemas.events import JobState, PodStatus
+from rlhealth.sources.json_objects import dict_at as _dict_at
 from rlhealth.sources.redact import redact
 
 MAX_PODS = 256
@@ -163,14 +164,3 @@ def load_pods_json(text: str | bytes) -> list[PodStatus]:
 
 
 __all__ = ["infer_state", "load_pods_json", "pod_status", "pod_statuses_from_json", "snapshot_time"]
-
-
-def _dict_at(obj: dict, key: str) -> dict:
-    """obj[key] when it is a JSON object, else {} (partial and odd files are the norm)."""
-    value = obj.get(key)
-    return value if isinstance(value, dict) else {}
-
-
-def _list_at(obj: dict, key: str) -> list:
-    value = obj.get(key)
-    return value if isinstance(value, list) else []
