@@ -119,15 +119,17 @@ def verdicts(bootstrap: str, follow: bool, job: str | None, latest: bool, only_k
     if db_path:
         from rlhealth.sinks.duckdb import EvidenceStore
 
-        # verdicts are few (changes plus heartbeats); writing each at once keeps the store at-least-once
-        # with the consumer group's auto-commit, which only commits what the loop already handled
-        store = EvidenceStore(db_path, flush_rows=1, snapshot_secs=30.0)
+        # Verdicts are few (changes plus heartbeats): each is flushed at once, so the group's auto-commit
+        # only ever commits stored verdicts. Findings and metric points are many: the evidence thread
+        # flushes once per polled batch and commits after (`follow_evidence`).
+        store = EvidenceStore(db_path, flush_rows=50_000, snapshot_secs=30.0)
 
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # close the store on SIGTERM too
 
     def emit(v) -> None:
         if store is not None:
             store.add_verdict(v)
+            store.flush()
         if fmt == "json":
             click.echo(v.model_dump_json())
         else:
@@ -149,7 +151,7 @@ def verdicts(bootstrap: str, follow: bool, job: str | None, latest: bool, only_k
             args=(bootstrap, catalog.findings, catalog.metrics),
             kwargs={"on_finding": store.add_finding_record, "on_metrics": store.add_metrics_point,
                     "stop": stop_evidence, "group_id": f"{group}-evidence" if group else None,
-                    "security": kafka_security})
+                    "security": kafka_security, "on_batch": store.flush})
         evidence_thread.start()
     try:
         if latest:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from kafka import KafkaConsumer, TopicPartition
@@ -45,13 +45,14 @@ class ReadStats:
     stale: int = 0  # seq at or below one already seen for the job
 
 
-def _consumer(bootstrap: str, group_id: str | None, security: KafkaSecurity | None = None) -> KafkaConsumer:
+def _consumer(bootstrap: str, group_id: str | None, security: KafkaSecurity | None = None,
+              auto_commit: bool = True) -> KafkaConsumer:
     return KafkaConsumer(
         **resolve(security).kafka_python(),
         bootstrap_servers=bootstrap,
         group_id=group_id,
         client_id=f"rlhealth-verdicts-{uuid.uuid4().hex[:6]}",
-        enable_auto_commit=group_id is not None,
+        enable_auto_commit=group_id is not None and auto_commit,
         auto_offset_reset="earliest",
         consumer_timeout_ms=500,
     )
@@ -148,12 +149,16 @@ def latest_verdicts(bootstrap: str, topic: str, *, job: str | None = None, only_
 
 
 def follow_evidence(bootstrap: str, findings_topic: str, metrics_topic: str, *, on_finding, on_metrics,
-                    stop, group_id: str | None = None, security: KafkaSecurity | None = None) -> None:
+                    stop, group_id: str | None = None, security: KafkaSecurity | None = None,
+                    on_batch: Callable[[], None] | None = None) -> None:
     """Read the findings and metrics topics until `stop` (a threading.Event) is set, handing each
-    decoded record to `on_finding` / `on_metrics`. For the evidence writer (`verdicts --follow --db`)."""
+    decoded record to `on_finding` / `on_metrics`. For the evidence writer (`verdicts --follow --db`).
+
+    After each polled batch `on_batch` runs (the store's flush: one transaction per batch, not per
+    record), and only then are the batch's offsets committed: at-least-once into the store."""
     from rlhealth.schemas.evidence import FindingRecord, MetricsPoint
 
-    consumer = _consumer(bootstrap, group_id, security)
+    consumer = _consumer(bootstrap, group_id, security, auto_commit=False)
     try:
         topics = [findings_topic, metrics_topic]
         if group_id is None:
@@ -175,6 +180,10 @@ def follow_evidence(bootstrap: str, findings_topic: str, metrics_topic: str, *, 
                     except ValueError as exc:
                         log.warning("undecodable evidence record at %s/%d@%d: %s", record.topic, record.partition,
                                     record.offset, str(exc)[:200])
+            if on_batch is not None:
+                on_batch()
+            if group_id is not None:
+                consumer.commit()
     finally:
         consumer.close()
 
