@@ -19,7 +19,6 @@ from rlhealth.agents.signals import Catalog
 from rlhealth.agents.signatures import Classifier, RuleSet
 from rlhealth.agents.state import JobHealth
 from rlhealth.agents.throughput import ThroughputTable
-from rlhealth.agents.verdict import KILL_COMMANDS, kill_command  # noqa: F401 - re-exported
 from rlhealth.schemas import (
     EventBase,
     GpuPoll,
@@ -97,8 +96,6 @@ class HealthCore:
         b = gate_b(ctx, a)
         c = gate_c(ctx)
         v = verdict.decide(ctx, a, b, c, r, state.job_id, now, self.rule_packs, seq)
-        if v.verdict == "KILL":
-            v = v.model_copy(update={"kill_command": kill_command(state.sched.scheduler, state.job_id)})
         if state.last_event_ts is None:
             return v
         covered = datetime.fromtimestamp(state.last_event_ts, UTC)

@@ -561,15 +561,17 @@ def _trainer_metrics(state: JobHealth, f: dict, ts: float | None, ev: Ev) -> Non
     """Loss, grad norm and entropy from WANDB_MIRROR JSON or SkyRL's printed stats dict (both key: number)."""
     raw = f.get("metrics")
     step = _as_int(f.get("step"))
-    pairs = _METRIC_PAIR_RE.findall(raw) or _BARE_PAIR_RE.findall(raw) if isinstance(raw, str) else []
+    pairs = (_METRIC_PAIR_RE.findall(raw) or _BARE_PAIR_RE.findall(raw)) if isinstance(raw, str) else []
     if step is not None and ts is not None:
         tr = state.trainer
         if tr.last_step is None or step > tr.last_step:
             push_capped(tr.step_ts, (ts, step), MAX_STEP_HISTORY)
             tr.last_step = step
             training_time.note_step(state.clock, ts, step, _step_time(pairs))
-        elif step == tr.last_step and (duration := _step_time(pairs)) is not None:
-            training_time.note_duration(state.clock, step, duration)  # the step line came first
+        elif step == tr.last_step and state.clock.untimed_from is not None \
+                and (duration := _step_time(pairs)) is not None:
+            # the step line came first and moved the frontier without time passing (unstamped)
+            training_time.note_duration(state.clock, step, duration)
     if not isinstance(raw, str) or ts is None:
         return
     hist = state.metrics

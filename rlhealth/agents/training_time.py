@@ -28,7 +28,6 @@ line, or with more than `MAX_UNATTRIBUTED_SHARE` of the time unattributed, the r
 from __future__ import annotations
 
 import bisect
-import statistics
 from dataclasses import dataclass
 
 import msgspec
@@ -73,11 +72,28 @@ class TrainingTime:
 def typical_step_s(advances: list[tuple[float, float, int]], restarts: list[float],
                    fallback: float | None = None) -> float | None:
     """Median seconds per step over the advances no restart interrupted, else `fallback`."""
-    per_step = [(end - start) / steps for start, end, steps in advances
-                if not _restart_within(restarts, start, end)]
-    if len(per_step) < MIN_TYPICAL_SAMPLES:
+    return _typical(advances, _restarted(advances, restarts), fallback)
+
+
+def _restarted(advances: list[tuple[float, float, int]], restarts: list[float]) -> list[bool]:
+    """Per advance: does a restart fall inside it? One bisect when none falls in their whole span
+    (the common case: the summary runs for every job at every tick)."""
+    if not restarts or not advances:
+        return [False] * len(advances)
+    i = bisect.bisect_right(restarts, advances[0][0])
+    if i == len(restarts) or restarts[i] > advances[-1][1]:
+        return [False] * len(advances)
+    return [_restart_within(restarts, start, end) for start, end, _ in advances]
+
+
+def _typical(advances: list[tuple[float, float, int]], restarted: list[bool],
+             fallback: float | None) -> float | None:
+    per_step = sorted((end - start) / steps for (start, end, steps), r in zip(advances, restarted, strict=True)
+                      if not r)
+    n = len(per_step)
+    if n < MIN_TYPICAL_SAMPLES:
         return fallback
-    return statistics.median(per_step)
+    return per_step[n // 2] if n % 2 else (per_step[n // 2 - 1] + per_step[n // 2]) / 2
 
 
 def note_restart(clock: TrainingClock, ts: float) -> None:
@@ -127,7 +143,8 @@ def _advance(clock: TrainingClock, end: float, steps: int) -> None:
     clock.frontier_ts = end
     if len(clock.advances) > MAX_ADVANCES:
         typical = typical_step_s(clock.advances, clock.restarts)
-        old = _price(clock.advances.pop(0), clock.restarts, typical)
+        first = clock.advances.pop(0)
+        old = _price([first], [_restart_within(clock.restarts, first[0], first[1])], typical)
         clock.priced = (clock.priced[0] + old[0], clock.priced[1] + old[1], clock.priced[2] + old[2],
                         clock.priced[3] + old[3])
 
@@ -137,19 +154,27 @@ def _restart_within(restarts: list[float], start: float, end: float) -> bool:
     return i < len(restarts) and restarts[i] <= end
 
 
-def _price(advance: tuple[float, float, int], restarts: list[float],
+def _price(advances: list[tuple[float, float, int]], restarted: list[bool],
            typical: float | None) -> tuple[float, float, float, float]:
-    """(productive, stalled, failures, unattributed) seconds of one advance of `steps` steps."""
-    start, end, steps = advance
-    d = end - start
-    restarted = _restart_within(restarts, start, end)
-    if typical is None:
-        return (0.0, 0.0, 0.0, d) if restarted else (d, 0.0, 0.0, 0.0)
-    if not restarted and d <= STALL_FACTOR * steps * typical:
-        return d, 0.0, 0.0, 0.0
-    productive = min(d, steps * typical)
-    lost = d - productive
-    return (productive, 0.0, lost, 0.0) if restarted else (productive, lost, 0.0, 0.0)
+    """(productive, stalled, failures, unattributed) seconds of advances of `steps` steps each."""
+    productive = stalled = failures = unknown = 0.0
+    for (start, end, steps), r in zip(advances, restarted, strict=True):
+        d = end - start
+        if typical is None:
+            if r:
+                unknown += d
+            else:
+                productive += d
+        elif not r and d <= STALL_FACTOR * steps * typical:
+            productive += d
+        else:
+            ok = min(d, steps * typical)
+            productive += ok
+            if r:
+                failures += d - ok
+            else:
+                stalled += d - ok
+    return productive, stalled, failures, unknown
 
 
 def summarize(clock: TrainingClock, origin_ts: float | None, until: float, cadence_s: float | None = None,
@@ -157,21 +182,20 @@ def summarize(clock: TrainingClock, origin_ts: float | None, until: float, caden
     """The accounting as of `until` (judging time, or the job's end). `cadence_s` is the core's step
     cadence, used when the job's own advances do not give a typical step yet; `extra_restarts` adds
     restart times known elsewhere in the state (attempt end times from the scheduler)."""
-    marks = sorted({*clock.restarts, *extra_restarts})
+    marks = sorted({*clock.restarts, *extra_restarts}) if extra_restarts else clock.restarts
     if clock.frontier_ts is None or clock.first_step_ts is None:
         wall = max(until - origin_ts, 0.0) if origin_ts is not None else 0.0
         return TrainingTime(wall_s=wall, productive_s=0.0, bring_up_s=wall, stalled_s=0.0, failures_s=0.0,
                             unattributed_s=0.0, ratio=None)
     bring_up = max(clock.first_step_ts - origin_ts, 0.0) if origin_ts is not None else 0.0
-    typical = typical_step_s(clock.advances, marks, cadence_s)
-    parts = list(clock.priced)
-    advances = list(clock.advances)
+    advances = clock.advances
     if until > clock.frontier_ts:  # the step in progress, priced like an advance of one step
-        advances.append((clock.frontier_ts, until, 1))
-    for adv in advances:
-        for i, seconds in enumerate(_price(adv, marks, typical)):
-            parts[i] += seconds
-    productive, stalled, failures, unknown = parts
+        advances = [*advances, (clock.frontier_ts, until, 1)]
+    restarted = _restarted(advances, marks)
+    stored = len(clock.advances)
+    typical = _typical(clock.advances, restarted[:stored], cadence_s)
+    now = _price(advances, restarted, typical)
+    productive, stalled, failures, unknown = (old + new for old, new in zip(clock.priced, now, strict=True))
     wall = bring_up + productive + stalled + failures + unknown
     ratio = productive / wall if wall > 0 and unknown <= MAX_UNATTRIBUTED_SHARE * wall else None
     return TrainingTime(wall_s=wall, productive_s=productive, bring_up_s=bring_up, stalled_s=stalled,

@@ -117,6 +117,7 @@ def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: Restart
     evidence.extend(r.evidence[:3])
     restarts = Restarts(burned=r.burned, max=r.max, same_failure=r.same_failure, summary=render.restart_summary(r))
     escalate = any(g.escalate for g in gates.values())
+    command: str | None = None  # the scheduler's kill for this job, on a KILL
     next_steps: list[str] = []
     remaining = None if r.burned is None or r.max is None else max(r.max - r.burned, 0)
     new_bits = ", ".join((ctx.spec or {}).get("new_or_untested") or [])
@@ -201,7 +202,8 @@ def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: Restart
                     if step not in seen:
                         seen.add(step)
                         next_steps.append(step)
-            next_steps.append(render.never_kills(kill_command(ctx.state.sched.scheduler, job_id)))
+            command = kill_command(ctx.state.sched.scheduler, job_id)
+            next_steps.append(render.never_kills(command))
         else:
             reasoning = _no_kill_reasoning(gates, r, escalate, families, rendered)
             for g in gates.values():
@@ -235,6 +237,7 @@ def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: Restart
         rule_packs=rule_packs,
         seq=seq,
         headline=_headline(ctx),
+        kill_command=command if verdict == "KILL" else None,
     )
 
 
