@@ -49,6 +49,7 @@ class Code(StrEnum):
     FLOORED = "B.throughput_floored"
     ENGINE_HUNG = "B.engine_hung"
     ENGINE_DEAD = "B.engine_dead"
+    ENGINE_DEATH_UNCONFIRMED = "B.engine_death_unconfirmed"
     RESIDENT_IDLE = "B.engine_resident_idle"
     COLLECTIVE_SPIN = "B.collective_spin"
     ENGINES_QUIET = "B.engines_quiet"
