@@ -273,6 +273,27 @@ def test_infra_failure_every_trial_is_a_kill(core) -> None:
     assert any("Daytona" in s or "sandbox" in s for s in v.next_steps)
 
 
+@pytest.mark.parametrize("exc", ["DaytonaBadRequestError", "DaytonaRateLimitError", "SnapshotQuotaExceeded"])
+def test_sandbox_sdk_subclass_on_every_trial_is_infra_not_a_broken_loop(core, exc) -> None:
+    """The Daytona SDK raises one DaytonaError subclass per HTTP status; a trial records only the bare class
+    name. Every trial failing that way is the sandbox provider, not agents that 'stop after one turn'."""
+    job = Job(core).spec().states(0, 90, every=5)
+    job.steps(0, 90)
+    job.trials(60, 8, reward=None, exception=exc).trials(85, 8, reward=None, exception=exc)
+    v = job.judge(90)
+    assert v.verdict == "KILL" and v.gates.C.status == "FAIL"
+    assert exc in text_of(v) and any("sandbox" in s.lower() for s in v.next_steps)
+    assert not any("tool-call parsing" in s for s in v.next_steps)
+
+
+def test_a_model_side_exception_on_every_trial_is_not_called_infra(core) -> None:
+    job = Job(core).spec().states(0, 90, every=5)
+    job.steps(0, 90)
+    job.trials(60, 8, reward=None, exception="ValueError").trials(85, 8, reward=None, exception="ValueError")
+    v = job.judge(90)
+    assert not any("Infrastructure, not the model" in s for s in v.next_steps)
+
+
 def test_zero_completed_early_on_long_episodes_is_executing(core) -> None:
     job = Job(core).spec(rollout={"expected_episode_s": 3600}).states(0, 15, every=1)
     for i in range(8):
