@@ -103,6 +103,16 @@ def test_daytona_subclass_error_on_every_trial_is_the_sandbox_not_the_agent_loop
     assert v.gates.B.status != "FAIL"
 
 
+def test_silent_hang_after_the_engines_fell_asleep_is_a_wedge() -> None:
+    """modelscope/ms-swift#6962: the colocated engines fall asleep, the trainer prints one cleanup line and nothing
+    more; no watchdog, no traceback. Every GPU resident at 0 % while the trainer is stale is the signature."""
+    v = judged("swift_sleep_then_silence")
+    assert (v.verdict, v.job_status, v.gates.A.status) == ("KILL", "WEDGED", "FAIL")
+    assert "A.policy_gpus_idle" in v.gates.A.codes
+    assert set(v.gates.A.families) == {"gpu_poll", "progress_stall"}
+    assert v.culprit is not None and v.culprit.role == "trainer"
+
+
 def test_a_kill_always_rests_on_two_families_or_a_deterministic_restart_history() -> None:
     for d in sorted(SCENARIOS.iterdir()):
         if not (d / "capture").is_dir():

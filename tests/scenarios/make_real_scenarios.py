@@ -1144,6 +1144,86 @@ def build_daytona_disk_cap_every_trial(root: Path):
                ])
 
 
+# ============================================================== 14. silent hang: the colocated engines fell asleep for good
+
+
+def build_swift_sleep_then_silence(root: Path):
+    cap = Capture(root, "swift_sleep_then_silence", 2114)
+    rng = cap.rng
+    now = dt("2026-11-12T21:05:00")
+    jid, node = "8830417", "gpu-a-031"
+    start = now - timedelta(hours=6, minutes=20)
+    cap.slurm_running(jid, "grpo-q25-7b-swift", "leonardo", now, start)
+    cap.job_json(jid, model_info("Qwen2.5-7B-Instruct", 7.6), h100_nodes(1),
+                 {"num_inference_engines": 8, "engine_tp": 1, "engine_ep": 1, "colocated": True},
+                 rollout=rollout_info(), expected_step_s=600, max_retries=0, enforce_eager=False,
+                 new="ms-swift GRPO with vLLM colocate + sleep_level=1 on the new reward model")
+    final = excerpt("ms-swift-6962_sleep_then_silence")
+    hang_by = now - M(75)  # the silence has lasted ~75 min at capture (19:50:16 -> 21:05 in the thread's terms)
+    out = Log()
+    out.add(start + S(5), "[INFO:swift] rank: 0, local_rank: 0, world_size: 8")
+
+    def wake(t):
+        for k in range(8):
+            tt = t + S(0.05 * k)
+            out.add(tt, f"INFO {md(tt)} [executor_base.py:226] It took {0.2 + rng.random() * 0.6:.6f} seconds to wake up "
+                        f"tags ['weights', 'kv_cache'].")
+
+    def sleep(t):
+        for k in range(8):
+            tt = t + S(0.05 * k)
+            freed = 23.5 + rng.random() * 0.5
+            out.add(tt, f"INFO {md(tt)} [worker.py:152] Sleep mode freed {freed:.2f} GiB memory, "
+                        f"{53.0 - freed:.2f} GiB memory is still in use.")
+            out.add(tt, f"INFO {md(tt)} [executor_base.py:211] It took {0.9 + rng.random() * 0.3:.6f} seconds to fall asleep.")
+
+    # each step: wake, ~66 s of generation, sleep, ~9 min of training, then the step's metrics line (the thread's
+    # 9-minute asleep / ~1-minute awake rhythm); the metrics dict carries no timestamp of its own
+    step, t = 1, start + M(6)
+    while t + S(66 + 545 + 66) < hang_by:
+        wake(t)
+        sleep(t + S(66))
+        te = t + S(66 + 535 + rng.random() * 10)
+        r = 0.35 + 0.2 * step / 40 + rng.random() * 0.05
+        out.add(te, "{" + f"'loss': {rng.uniform(-0.01, 0.03):.4f}, 'grad_norm': {0.2 + rng.random() * 0.3:.4f}, "
+                    f"'learning_rate': 1e-06, 'reward': {r:.4f}, 'reward_std': {0.3 + rng.random() * 0.1:.4f}, "
+                    f"'frac_reward_zero_std': {rng.random() * 0.2:.4f}, 'completions/mean_length': {700 + rng.random() * 300:.2f}, "
+                    f"'kl': {0.0005 + rng.random() * 0.002:.6f}, 'clip_ratio/region_mean': 0.0, 'epoch': {step / 300:.2f}, "
+                    f"'global_step/max_steps': '{step}/300', 'percentage': '{step / 3:.2f}%', "
+                    f"'memory(GiB)': {51 + rng.random() * 2:.2f}, 'train_speed(iter/s)': {1 / 600:.6f}" + "}")
+        step, t = step + 1, te + S(2)
+    # the last cycle as the thread shows it: the engines wake, generate, fall asleep, and nothing follows but one
+    # cleanup line from the trainer
+    wake(t)
+    t_h = t + S(66)
+    for k in range(8):
+        tt = t_h + S(0.05 * k)
+        out.add(tt, retime_vllm(final[0], tt))
+        out.add(tt, retime_vllm(final[1], tt))
+    out.add(t_h + S(2.5), final[2])
+    cap.write_text(f"logs/grpo-q25-7b-swift-{jid}.out", out.render())
+    cap.gpu_polls(node, gpu_uuids(rng, 8), now - M(100), now - S(40), 120,
+                  lambda tp, g: h100_busy(rng) if tp < t_h else (rng.random() * 0.8, 45800 + rng.random() * 300,
+                                                                   62 + rng.random() * 9), 81559)
+    cap.expect(verdict=["KILL"], status=["WEDGED"], failing=["A"], must_not_fail=["restarts"],
+               evidence=["(?i)0 ?% util", "(?i)(frozen|stale|silent|last)"],
+               next_steps=["(?i)(py-spy|stack|hang)"],
+               why="Gate A WEDGED by the seed's own B-training rule ('All-0% with no log advance during training = wedge'; "
+                   "§2 'a job can hold its whole gang for hours while hung and still read running'): sacct says RUNNING, the "
+                   "ms-swift trainer printed a metrics line every ~10 min for 6 h, then the colocated vLLM engines logged "
+                   "'Sleep mode freed 23.72 GiB memory ...' / 'It took 1.060974 seconds to fall asleep.' and the trainer only "
+                   "'[INFO:swift] Memory cleanup attempt 1: Freed 0.00 GB reserved, 0.00 GB allocated' - then nothing for "
+                   "~75 min (7x the cadence). No watchdog, traceback or worker death was printed, but all 8 GPUs have sat at "
+                   "0-1 % util with ~45 GiB resident at idle power on every poll since: the training step never started. "
+                   "Two families (progress stall + GPU polls) -> KILL; dump the stacks before relaunching.",
+               sources=[
+                   ("modelscope/ms-swift#6962", "logs/grpo-q25-7b-swift-8830417.out: the last 'Sleep mode freed 23.72 GiB memory, 29.27 GiB memory is still in use.' / 'It took 1.060974 seconds to fall asleep.' pair and the final '[INFO:swift] Memory cleanup attempt 1: Freed 0.00 GB reserved, 0.00 GB allocated' line",
+                    "timestamps; the pair repeated for 8 engines (the poster elides them as '[... 8 similar sleep messages ...]'); the 9-10 min wake/sleep cadence and the ~45 GiB / 0 % GPUs are from the poster's description; every earlier wake/sleep line and metrics line is reconstructed in the same formats"),
+                   ("NVIDIA-NeMo/RL#1846", "- (a fact: 'progress will suddenly halt and GPU usage goes down to zero (with GPU memory still being high and W&B considering the application to still be running)')", "the same silent-hang shape in another RL stack"),
+                   ("-", "-", "sacct.txt, job.json, the nvidia-smi polls"),
+               ])
+
+
 BUILDERS = {
     "tail_only_nccl_hang": build_tail_only_nccl_hang,
     "gpu_fallen_off_bus": build_gpu_fallen_off_bus,
@@ -1158,6 +1238,7 @@ BUILDERS = {
     "healthy_xid_and_worker_restart": build_healthy_xid_and_worker_restart,
     "healthy_vllm_warning_storm": build_healthy_vllm_warning_storm,
     "daytona_disk_cap_every_trial": build_daytona_disk_cap_every_trial,
+    "swift_sleep_then_silence": build_swift_sleep_then_silence,
 }
 
 
