@@ -117,6 +117,7 @@ class Why(StrEnum):
     HARDWARE_XID = "hardware_xid"  # its kernel logged a hardware-blamed Xid
     GPU_HARDWARE = "gpu_hardware"
     GPUS_SPINNING = "gpus_spinning"
+    POLICY_IDLE = "policy_idle"  # every policy GPU resident at ~0 % while the trainer is stale
     RESIDENT_IDLE = "resident_idle"
     TRIALS_INFRA = "trials_infra"
     INCOHERENT = "incoherent"

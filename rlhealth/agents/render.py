@@ -96,6 +96,7 @@ CULPRIT_WHY: dict[Why, Any] = {
     Why.HARDWARE_XID: lambda f: f"kernel logged Xid {f['xid']} there",
     Why.GPU_HARDWARE: lambda f: "GPU hardware fault",
     Why.GPUS_SPINNING: lambda f: "GPUs spinning at idle power",
+    Why.POLICY_IDLE: lambda f: "every policy GPU at 0 % with memory resident while the trainer is silent",
     Why.RESIDENT_IDLE: lambda f: "engine GPUs resident at 0 % with no stats",
     Why.TRIALS_INFRA: lambda f: "every finished trial failed before the agent ran",
     Why.INCOHERENT: lambda f: "incoherent generations",
