@@ -314,6 +314,13 @@ def test_idle_gpus_before_the_trainer_is_stale_are_not_a_wedge(core) -> None:
     assert v.verdict == "NO-KILL"
 
 
+def test_idle_policy_gpus_while_engines_generate_are_a_trainer_waiting_for_rollouts(core) -> None:
+    job = _colocated_silence(core, 60, 120)
+    job.engine_stats(60, 120)  # the engines keep generating: the trainer waits for a slow rollout phase
+    v = job.judge(120)
+    assert v.verdict == "NO-KILL" and v.gates.A.codes[0] != "A.wedged"
+
+
 def test_one_busy_policy_host_keeps_a_silent_trainer_ambiguous(core) -> None:
     v = _colocated_silence(core, 60, 120, idle_hosts=("pod-0",), hosts=("pod-0", "pod-1")).judge(120)
     assert v.verdict == "NO-KILL" and v.gates.A.status == "UNKNOWN"

@@ -110,7 +110,9 @@ def gate_a(ctx: Context, restarts: RestartResult) -> GateResult:
     # Seed §3 B-training: "All-0% with no log advance during training = wedge". Every policy GPU resident at
     # ~0 % for several polls while the trainer is stale is the silent hang's own signature (a collective that
     # died without a watchdog line, a rollout engine put to sleep and never woken).
-    idle_all = _all_policy_gpus_idle(ctx) if ctx.trainer_stale else False
+    # Not while engines generate: a disaggregated trainer idles on its GPUs while it waits for rollouts, and a
+    # slow phase of long episodes is not a hang.
+    idle_all = _all_policy_gpus_idle(ctx) if ctx.trainer_stale and not ctx.engines_generating else False
     if (ctx.trainer_stale and (hang_recent or death_recent or spin or idle_all)) or \
             (ctx.trainer_late and (hang_after or spin)):
         return _wedged(ctx, g, hang_recent, death_recent, spin)
