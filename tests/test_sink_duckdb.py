@@ -250,6 +250,7 @@ def test_merged_segments_keep_every_finding_once(tmp_path, monkeypatch) -> None:
         for k in range(10):  # ten flushes of 4 findings of one job: merged as they come
             store.add_findings("job-a", [finding(4 * k + i) for i in range(4)])
             store.flush()
+        store._segments.wait_merges()  # merges run on their own thread
         manifest = findings_segments.read_manifest(directory)
         assert manifest is not None
         assert len(manifest["segments"]) < 10

@@ -382,9 +382,11 @@ class EvidenceStore:
         self.close()
 
 
-def connect_readonly(path: str | Path) -> duckdb.DuckDBPyConnection:
+def connect_readonly(path: str | Path, *, findings_view: bool = True) -> duckdb.DuckDBPyConnection:
     """A read-only connection to the store: the file itself, or, while a writer holds it, its newest
-    snapshot (`<file>.snapshot`). Raises FileNotFoundError when there is neither."""
+    snapshot (`<file>.snapshot`), with the TEMP view `findings` over the current findings segments
+    (binding it reads the manifest and costs a few ms: `findings_view=False` for a question that
+    names its segment files itself). Raises FileNotFoundError when there is neither."""
     path = Path(path)
     try:
         con = duckdb.connect(str(path), read_only=True)
@@ -394,7 +396,8 @@ def connect_readonly(path: str | Path) -> duckdb.DuckDBPyConnection:
             raise
         con = duckdb.connect(str(snap), read_only=True)
     try:
-        findings_segments.create_view(con, path)  # the findings are beside the file, never in a snapshot
+        if findings_view:
+            findings_segments.create_view(con, path)  # the findings are beside the file, never in a snapshot
     except BaseException:
         con.close()
         raise

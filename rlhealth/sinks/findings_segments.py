@@ -32,8 +32,9 @@ import math
 import os
 import shutil
 import tempfile
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -286,6 +287,10 @@ class FindingsSegments:
 
     def __init__(self, con: duckdb.DuckDBPyConnection, db_path: str) -> None:
         self._con = con
+        self._cond = threading.Condition()  # guards the manifest; merges signal on it
+        self._merger: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._closing = False
         self._tmp: str | None = None
         if db_path == ":memory:":
             self._tmp = tempfile.mkdtemp(prefix="rlhealth-findings-")
@@ -313,7 +318,8 @@ class FindingsSegments:
         self.view_stale = True
 
     def rows(self) -> int:
-        return sum(int(s["rows"]) for s in self.manifest["segments"])
+        with self._cond:
+            return sum(int(s["rows"]) for s in self.manifest["segments"])
 
     # -- flush --------------------------------------------------------------------------------
     def new_rows(self, parts: list[tuple[int, pa.Table]]) -> tuple[list[tuple[int, pa.Table]], pa.Table | None]:
@@ -350,13 +356,68 @@ class FindingsSegments:
         return out, new.select(["key_hash", "event_time"])
 
     def write(self, parts: list[tuple[int, pa.Table]]) -> None:
-        """Write one tier-0 file per bucket, merge full tiers, publish the manifest."""
+        """Write one tier-0 file per bucket and publish the manifest; merges run on the merge
+        thread. A flush waits while merges lag (a bucket with 2 * FANIN files of one tier)."""
         for part, t in parts:
             self._add_segment(part, t, sort=False)
-        for part, _ in parts:
-            self._compact(part)
-        self._publish()
-        self._sweep()
+        with self._cond:
+            self._publish()
+            self._sweep()
+            if self._full():
+                self._start_merger()
+                self._cond.notify_all()
+            while self._error is None and self._full(2 * FANIN):
+                self._cond.wait()
+            self._raise_merge_error()
+
+    def wait_merges(self) -> None:
+        """Block until no bucket has a full tier (every merge due is done)."""
+        with self._cond:
+            while self._error is None and self._full():
+                self._start_merger()
+                self._cond.wait()
+            self._raise_merge_error()
+
+    def _raise_merge_error(self) -> None:
+        if self._error is not None:
+            err, self._error = self._error, None
+            self._merger = None  # it stopped; the next write starts another
+            raise RuntimeError("merging findings segments failed") from err
+
+    def _full(self, n: int = 0) -> tuple[int, list[dict[str, Any]]] | None:
+        """The first bucket and files of a tier with at least n (default FANIN) files; the lock is held."""
+        by: dict[tuple[int, int], list[dict[str, Any]]] = {}
+        for seg in self.manifest["segments"]:
+            by.setdefault((int(seg["part"]), int(seg["tier"])), []).append(seg)
+        for (part, _), segs in sorted(by.items()):
+            if len(segs) >= (n or FANIN):
+                return part, segs[:FANIN]
+        return None
+
+    def _start_merger(self) -> None:
+        if self._merger is None:
+            self._merger = threading.Thread(target=self._merge_loop, name="rlhealth-findings-merge", daemon=True)
+            self._merger.start()
+
+    def _merge_loop(self) -> None:
+        """Merges on their own thread: reading, sorting and writing Parquet release the GIL, so they
+        overlap the next batch's Python work. Only this thread removes segments; flushes only add."""
+        try:
+            while True:
+                with self._cond:
+                    job = self._full()
+                    while job is None and not self._closing:
+                        self._cond.wait()
+                        job = self._full()
+                    if job is None:
+                        return
+                self._merge(*job)
+                with self._cond:
+                    self._cond.notify_all()
+        except BaseException as exc:  # noqa: BLE001 - handed to the writer's next flush
+            with self._cond:
+                self._error = exc
+                self._cond.notify_all()
 
     def record(self, keys: pa.Table) -> None:
         """Remember stored keys (after their rows are in a published segment)."""
@@ -368,9 +429,12 @@ class FindingsSegments:
             self._con.unregister("_rlhealth_keys")
 
     # -- files --------------------------------------------------------------------------------
-    def _add_segment(self, part: int, t: pa.Table, *, sort: bool, tier: int | None = None) -> None:
-        n = int(self.manifest["next"])
-        self.manifest["next"] = n + 1
+    def _add_segment(self, part: int, t: pa.Table, *, sort: bool, replaces: Sequence[dict[str, Any]] = ()) -> None:
+        """Write a file (sorted and compact when `sort`: a merge) and list it in the manifest in
+        place of `replaces`; the caller publishes the manifest."""
+        with self._cond:
+            n = int(self.manifest["next"])
+            self.manifest["next"] = n + 1
         name = f"b={part:02d}/{n:08d}.parquet"
         target = self.dir / name
         target.parent.mkdir(exist_ok=True)
@@ -381,29 +445,20 @@ class FindingsSegments:
         else:
             pq.write_table(t, target, compression="lz4", use_dictionary=_DICT_COLUMNS,
                            write_statistics=["job_hash", "event_time"])
-        self.manifest["segments"].append({"file": name, "part": part, "rows": t.num_rows,
-                                          "tier": tier_of(t.num_rows) if tier is None else tier})
-        self.view_stale = True
+        with self._cond:
+            gone = {s["file"] for s in replaces}
+            if gone:
+                self.manifest["segments"] = [s for s in self.manifest["segments"] if s["file"] not in gone]
+                self.manifest["retired"] += [{"file": f, "at": time.time()} for f in sorted(gone)]
+            self.manifest["segments"].append({"file": name, "part": part, "rows": t.num_rows,
+                                              "tier": tier_of(t.num_rows)})
+            self.view_stale = True
 
-    def _compact(self, part: int) -> None:
-        while True:
-            by_tier: dict[int, list[dict[str, Any]]] = {}
-            for s in self.manifest["segments"]:
-                if s["part"] == part:
-                    by_tier.setdefault(int(s["tier"]), []).append(s)
-            full = sorted(t for t, segs in by_tier.items() if len(segs) >= FANIN)
-            if not full:
-                return
-            self._merge(part, by_tier[full[0]])
-
-    def _merge(self, part: int, segs: list[dict[str, Any]], *, tier: int | None = None) -> None:
+    def _merge(self, part: int, segs: list[dict[str, Any]]) -> None:
         t = pa.concat_tables([pq.read_table(self.dir / s["file"], schema=SEGMENT_SCHEMA) for s in segs])
-        t = t.select(SEGMENT_SCHEMA.names)
-        gone = {s["file"] for s in segs}
-        self.manifest["segments"] = [s for s in self.manifest["segments"] if s["file"] not in gone]
-        now = time.time()
-        self.manifest["retired"] += [{"file": f, "at": now} for f in sorted(gone)]
-        self._add_segment(part, t, sort=True, tier=tier)
+        self._add_segment(part, t, sort=True, replaces=segs)
+        with self._cond:
+            self._publish()
 
     def migrate_legacy(self) -> int:
         """Move findings kept in the DuckDB file by earlier versions (a `findings` table, or the 16
@@ -462,10 +517,7 @@ class FindingsSegments:
                                   ).to_arrow_table().cast(SEGMENT_SCHEMA)
             finally:
                 self._con.unregister("_rlhealth_rehash")
-            gone = {s["file"] for s in segs}
-            self.manifest["segments"] = [s for s in self.manifest["segments"] if s["file"] not in gone]
-            self.manifest["retired"] += [{"file": f, "at": 0.0} for f in sorted(gone)]
-            self._add_segment(part, t, sort=True)
+            self._add_segment(part, t, sort=True, replaces=segs)
             self.record(t.select(["key_hash", "event_time"]))
         self.manifest["hash_probe"] = self.probe
         self._publish()
@@ -513,12 +565,23 @@ class FindingsSegments:
 
     def refresh_view(self) -> None:
         """(Re)create the writer connection's TEMP view `findings` over the current segments."""
-        if self.view_stale:
-            self._con.execute(f"CREATE OR REPLACE TEMP VIEW findings AS {relation(files_of(self.dir, self.manifest))}"
-                              ).fetchall()
+        with self._cond:
+            if not self.view_stale:
+                return
+            files = files_of(self.dir, self.manifest)
             self.view_stale = False
+        self._con.execute(f"CREATE OR REPLACE TEMP VIEW findings AS {relation(files)}").fetchall()
 
     def close(self) -> None:
+        """Finish the merges due, stop the merge thread, delete what is past its grace time."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+            merger = self._merger
+        if merger is not None:
+            merger.join()
+        with self._cond:
+            self._sweep()
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
 

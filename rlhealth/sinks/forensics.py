@@ -31,12 +31,12 @@ RETRIES = 3  # a merge may delete a file a reader's (older) manifest still lists
 
 
 def _run(path: str | Path, sql: str | Callable[[], str], params: Sequence[Any] = (),
-         con: duckdb.DuckDBPyConnection | None = None) -> Answer:
+         con: duckdb.DuckDBPyConnection | None = None, *, view: bool = True) -> Answer:
     for attempt in range(RETRIES):
         own = con is None
-        c = connect_readonly(path) if con is None else con
+        c = connect_readonly(path, findings_view=view) if con is None else con
         try:
-            if not own and attempt:
+            if view and not own and attempt:
                 create_view(c, path)
             cur = c.execute(sql() if callable(sql) else sql, list(params))
             cols = [d[0] for d in cur.description or []]
@@ -72,7 +72,7 @@ def timeline(path: str | Path, job: str, since: datetime | None = None, until: d
 
     try:
         return _timeline(path, job, findings, since, until, limit, con)
-    except duckdb.CatalogException:
+    except duckdb.CatalogException:  # no findings_parts either: the file's own `findings`
         return _timeline(path, job, lambda: "findings", since, until, limit, con)
 
 
@@ -93,7 +93,7 @@ def _timeline(path: str | Path, job: str, findings: Callable[[], str], since: da
                    left(reasoning, 200)
             FROM verdicts WHERE job_id = ?{wv}
         ) ORDER BY time NULLS FIRST, what LIMIT {int(limit)}"""
-    return _run(path, lambda: sql.format(findings=findings()), pf + pv, con)
+    return _run(path, lambda: sql.format(findings=findings()), pf + pv, con, view=False)
 
 
 def last_verdicts(path: str | Path, job: str, n: int = 10) -> Answer:
