@@ -5,16 +5,19 @@
 
 Builds synthetic findings (deterministic, seed 7) for `--jobs` jobs over 30 days and feeds them to
 `EvidenceStore.add_findings` (the path `probe`/`watch`/`worker --db` and the evidence writer use:
-columnar buffers, one Arrow INSERT per touched partition per flush, duplicates skipped), in batches
-of `--batch` findings with one `flush()` each. `--order random`: every batch spans the whole 30 days
-(the worst case for pruning by time); `--order time`: findings arrive in event-time order with up to
-2 minutes of jitter, as a worker writes them. The ingest rate counts the store's time only
-(`add_findings`, `flush`, `close`); building the Finding objects is reported apart.
+columnar buffers, duplicates skipped, one Parquet file per touched bucket per flush, merges on the
+store's merge thread), in batches of `--batch` findings with one `flush()` each. `--order random`:
+every batch spans the whole 30 days (the worst case for pruning by time); `--order time`: findings
+arrive in event-time order with up to 2 minutes of jitter, as a worker writes them. The ingest rate
+counts the store's time only (`add_findings`, `flush`, and `close`, which finishes the merges);
+building the Finding objects is reported apart. CPU time is the whole process's (merge thread
+included) over the store's calls.
 
 Then times `rlhealth.sinks.forensics.timeline` for one job over one hour on a fresh read-only
 connection, as `rlhealth evidence timeline` runs it (median of 20 after one warm-up), apart the
-cost of opening a connection alone, and the same query on one open read connection (`con=`). `--snapshot` also times one reader snapshot of the whole store.
-Ends with `RESULT findings_rows_per_s=<x> window_query_ms=<y>`.
+cost of opening a connection alone, and the same query on one open read connection (`con=`).
+`--snapshot` also times one reader snapshot of the whole store.
+Ends with `RESULT findings_rows_per_s=<x> window_query_ms=<y>` (y: the fresh-connection time).
 """
 
 from __future__ import annotations

@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import math
 import os
 import shutil
 import tempfile
@@ -49,7 +48,7 @@ from rlhealth.agents.findings import Finding
 
 PARTS = 16
 FANIN = 16  # files of one tier merged into one of the next
-TIER0_ROWS = 4096  # files under FANIN * this many rows are tier 0
+TIER0_ROWS = 64  # tier t >= 1 holds files of TIER0_ROWS * FANIN**t rows or more
 ROW_GROUP = 8192  # rows per row group in merged (sorted) files
 GRACE_S = 60.0  # a retired file is deleted this long after the manifest stopped listing it
 MANIFEST = "manifest.json"
@@ -115,7 +114,12 @@ def finding_ref_key(job_id: str, f: Finding) -> str:
 
 
 def tier_of(rows: int) -> int:
-    return 0 if rows < TIER0_ROWS * FANIN else int(math.log(rows / TIER0_ROWS, FANIN))
+    """Size tiers: FANIN files of tier t always merge into a file of a higher tier, so a row is
+    rewritten about once per tier (log_FANIN of the bucket's size), whatever the flush size."""
+    t = 0
+    while rows >= TIER0_ROWS * FANIN ** (t + 1):
+        t += 1
+    return t
 
 
 # -- the manifest: what readers may read ---------------------------------------------------------
@@ -331,16 +335,27 @@ class FindingsSegments:
                            "ref": batch["ref"], "ref_key": batch["ref_key"], "event_time": batch["event_time"]})
         con = self._con
         con.register("_rlhealth_findings", narrow)
-        try:
-            # an anti-join against every stored key: DuckDB builds on the batch and scans the
-            # key table's two fixed-width columns (in time order its join filter skips old rows)
-            new = con.sql(
-                f"SELECT row_idx, kh AS key_hash, event_time FROM (SELECT DISTINCT ON (kh, event_time) row_idx, "
-                f"event_time, {KEY_HASH_SQL} AS kh FROM _rlhealth_findings) b WHERE NOT EXISTS (SELECT 1 FROM "
-                "rlhealth_finding_keys k WHERE k.key_hash = b.kh AND k.event_time IS NOT DISTINCT FROM b.event_time) "
-                "ORDER BY row_idx").to_arrow_table()
+        try:  # one of each repeat within the batch
+            new = con.sql("SELECT DISTINCT ON (key_hash, event_time) row_idx, key_hash, event_time FROM (SELECT "
+                          f"row_idx, event_time, {KEY_HASH_SQL} AS key_hash FROM _rlhealth_findings) ORDER BY row_idx"
+                          ).to_arrow_table()
         finally:
             con.unregister("_rlhealth_findings")
+        con.register("_rlhealth_batch_keys", new)
+        try:
+            # stored rows with the same key_hash: a join on that one column, built on the batch,
+            # scanning every stored key (3x cheaper than joining on key_hash and event_time too);
+            # event times are compared after, on the few matches
+            pairs = con.sql("SELECT b.row_idx, b.event_time AS bt, k.event_time AS kt FROM _rlhealth_batch_keys b "
+                            "JOIN rlhealth_finding_keys k ON k.key_hash = b.key_hash").to_arrow_table()
+        finally:
+            con.unregister("_rlhealth_batch_keys")
+        if pairs.num_rows:
+            bt, kt = pairs["bt"], pairs["kt"]
+            same = pc.or_(pc.fill_null(pc.equal(bt, kt), False), pc.and_(pc.is_null(bt), pc.is_null(kt)))
+            stored = pc.filter(pairs["row_idx"], same)
+            if len(stored):
+                new = new.filter(pc.invert(pc.is_in(new["row_idx"], value_set=stored)))
         if new.num_rows == 0:
             return [], None
         rows = new["row_idx"]
