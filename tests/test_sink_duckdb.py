@@ -303,3 +303,17 @@ def test_the_timeline_reads_a_store_no_writer_has_migrated_yet(tmp_path) -> None
     con.close()
     answer = forensics.timeline(path, "job-a")
     assert [(r[1], r[2]) for r in answer.rows] == [("finding", "r")]
+
+
+def test_one_orjson_call_per_column_gives_each_findings_canonical_json() -> None:
+    from rlhealth.sinks.findings_segments import _bodies, json_text
+
+    cases = [
+        ({"file": "logs/a.log", "file_offset": 1}, {"offset": 2, "topic": "t", "partition": 0}),
+        ({}, {"b": 1, "a": {"z": [1, 2], "y": None}}, {}),
+        ({"text": 'a "},{" inside'}, {"file": "b"}),  # the separator inside a value: one call each
+        ({"when": T0, "n": 1.5, "u": "é\n"},),
+        (None, {"a": 1}),
+    ]
+    for refs in cases:
+        assert [b"{" + body + b"}" for body in _bodies(refs)] == [json_text(r or {}).encode() for r in refs]
