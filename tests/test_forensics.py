@@ -87,7 +87,7 @@ def test_a_reader_reads_the_snapshot_while_a_writer_holds_the_file(tmp_path: Pat
 def test_findings_are_read_live_while_a_writer_holds_the_file(tmp_path: Path) -> None:
     """The tables come from the writer's snapshot, the findings from its Parquet files: a finding
     flushed after the last snapshot is already answered, by another process."""
-    from datetime import UTC, datetime
+    from datetime import UTC, datetime, timedelta
 
     from rlhealth.agents.findings import Finding
     from rlhealth.sinks.duckdb import EvidenceStore
@@ -99,8 +99,8 @@ def test_findings_are_read_live_while_a_writer_holds_the_file(tmp_path: Path) ->
         store.add_findings("job-a", [Finding(kind="nccl", rule_id="nccl.a", text="x", event_time=t0, source="s",
                                              ref={"file": "a", "file_offset": 1})])
         store.flush()
-        store.add_findings("job-a", [Finding(kind="nccl", rule_id="nccl.b", text="y", event_time=t0, source="s",
-                                             ref={"file": "a", "file_offset": 2})])
+        store.add_findings("job-a", [Finding(kind="nccl", rule_id="nccl.b", text="y", event_time=t0 + timedelta(seconds=1),
+                                             source="s", ref={"file": "a", "file_offset": 2})])
         store.flush()  # no new snapshot
         proc = cli("evidence", "timeline", "job-a", "--db", str(db), "--format", "json")
         assert proc.returncode == 0, proc.stderr
