@@ -358,6 +358,13 @@ class FindingsSegments:
                 new = new.filter(pc.invert(pc.is_in(new["row_idx"], value_set=stored)))
         if new.num_rows == 0:
             return [], None
+        keys = new.select(["key_hash", "event_time"])
+        if new.num_rows == batch.num_rows:  # all new (the usual case): no copy of the rows
+            out, lo = [], 0
+            for part, t in parts:
+                out.append((part, t.append_column("key_hash", new["key_hash"].slice(lo, t.num_rows))))
+                lo += t.num_rows
+            return out, keys
         rows = new["row_idx"]
         kept = batch.take(rows).append_column("key_hash", new["key_hash"])
         out = []
@@ -368,7 +375,7 @@ class FindingsSegments:
             if hi > lo:
                 out.append((part, kept.slice(lo, hi - lo)))
             lo = hi
-        return out, new.select(["key_hash", "event_time"])
+        return out, keys
 
     def write(self, parts: list[tuple[int, pa.Table]]) -> None:
         """Write one tier-0 file per bucket and publish the manifest; merges run on the merge
