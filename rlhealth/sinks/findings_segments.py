@@ -8,17 +8,18 @@ pyarrow as Parquet files under `<file>.findings/`, one directory per job bucket
 
 * a flush writes one tier-0 file per touched bucket, then publishes a new manifest (temporary
   file, then rename): readers see a file only once the manifest lists it, never half of one;
-* when a bucket has `FANIN` files of one tier they are merged into one file of the next tier,
-  sorted by (job_hash, event_time) in small row groups, so one job's window reads a few row
-  groups of a few files; merged inputs are retired and deleted after `GRACE_S` (a reader that
-  read the previous manifest still finds them);
+* when a bucket has `FANIN` files of one size tier, the writer's merge thread merges them into
+  one file of a higher tier, sorted by (job_hash, event_time) in small row groups, so one job's
+  window reads a few row groups of a few files; merged inputs are retired and deleted after
+  `GRACE_S` (a reader that read the previous manifest still finds them);
 * each row carries `job_hash` (md5_number_lower(job_id), exact in Parquet statistics where a
   string's are not) and `key_hash` (DuckDB `hash(job_id, rule_id, ref_key)`); `ref_key` is stored
   only when it differs from `ref` (the view gives `coalesce(ref_key, ref)`).
 
 Each finding is stored once: the writer keeps the (key_hash, event_time) of every stored row in
 an in-memory DuckDB table (loaded from the segments when it opens) and inserts a finding only if
-its pair is not there (one anti-join per flush, in-batch repeats kept once). DuckDB does not
+its pair is not there (one join on key_hash per flush, then the event times of the matches;
+in-batch repeats kept once). DuckDB does not
 promise `hash` is stable across versions, so the manifest records a probe of it; a writer whose
 DuckDB hashes differently recomputes every key and rewrites every segment once.
 """
@@ -313,17 +314,13 @@ class FindingsSegments:
                     ).fetchall()
         files = files_of(self.dir, self.manifest)
         if self.manifest["hash_probe"] != self.probe:
-            self._rehash(files)
+            self._rehash()
         elif files:
             con.execute("INSERT INTO rlhealth_finding_keys SELECT key_hash, event_time FROM read_parquet("
                         f"[{', '.join(repr(f) for f in files)}])").fetchall()
         if m is None:
             self._publish()
         self.view_stale = True
-
-    def rows(self) -> int:
-        with self._cond:
-            return sum(int(s["rows"]) for s in self.manifest["segments"])
 
     # -- flush --------------------------------------------------------------------------------
     def new_rows(self, parts: list[tuple[int, pa.Table]]) -> tuple[list[tuple[int, pa.Table]], pa.Table | None]:
@@ -525,7 +522,7 @@ class FindingsSegments:
             raise
         return moved
 
-    def _rehash(self, files: list[str]) -> None:
+    def _rehash(self) -> None:
         """This DuckDB's `hash` differs from the one that wrote the segments: recompute every
         key_hash (rewriting each bucket as one file) and the key table."""
         by_part: dict[int, list[dict[str, Any]]] = {}
@@ -550,13 +547,13 @@ class FindingsSegments:
         tmp.write_bytes(orjson.dumps(self.manifest))
         os.replace(tmp, self.dir / MANIFEST)
 
-    def _sweep(self, *, orphans: bool = False, everything: bool = False) -> None:
+    def _sweep(self, *, orphans: bool = False) -> None:
         """Delete retired files past their grace time; with `orphans`, also files no manifest lists
         (left by a writer that stopped between writing a file and publishing it)."""
         now = time.time()
         keep = []
         for r in self.manifest["retired"]:
-            if everything or now - float(r["at"]) >= GRACE_S:
+            if now - float(r["at"]) >= GRACE_S:
                 with contextlib.suppress(FileNotFoundError):
                     (self.dir / r["file"]).unlink()
             else:
