@@ -84,6 +84,34 @@ def test_a_reader_reads_the_snapshot_while_a_writer_holds_the_file(tmp_path: Pat
     assert query(db, "SELECT count(*) FROM verdicts")[0][0] == 1
 
 
+def test_findings_are_read_live_while_a_writer_holds_the_file(tmp_path: Path) -> None:
+    """The tables come from the writer's snapshot, the findings from its Parquet files: a finding
+    flushed after the last snapshot is already answered, by another process."""
+    from datetime import UTC, datetime, timedelta
+
+    from rlhealth.agents.findings import Finding
+    from rlhealth.sinks.duckdb import EvidenceStore
+
+    db = tmp_path / "e.duckdb"
+    t0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    store = EvidenceStore(db, snapshot_secs=3600.0)  # one snapshot at the first flush, then none for an hour
+    try:
+        store.add_findings("job-a", [Finding(kind="nccl", rule_id="nccl.a", text="x", event_time=t0, source="s",
+                                             ref={"file": "a", "file_offset": 1})])
+        store.flush()
+        store.add_findings("job-a", [Finding(kind="nccl", rule_id="nccl.b", text="y", event_time=t0 + timedelta(seconds=1),
+                                             source="s", ref={"file": "a", "file_offset": 2})])
+        store.flush()  # no new snapshot
+        proc = cli("evidence", "timeline", "job-a", "--db", str(db), "--format", "json")
+        assert proc.returncode == 0, proc.stderr
+        assert [json.loads(line)["name"] for line in proc.stdout.splitlines()] == ["nccl.a", "nccl.b"]
+        proc = cli("evidence", "sql", "SELECT count(*) AS n FROM findings", "--db", str(db), "--format", "json")
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout.splitlines()[0])["n"] == 2
+    finally:
+        store.close()
+
+
 @pytest.fixture(scope="module")
 def store_of_all_scenarios(tmp_path_factory) -> Path:
     from rlhealth.embedded import probe

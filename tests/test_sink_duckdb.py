@@ -109,8 +109,8 @@ def test_reopening_appends_and_read_only_query_cannot_write(tmp_path) -> None:
         query(path, "DELETE FROM verdicts")
 
 
-def test_a_jobs_findings_live_in_the_partition_sql_can_compute(tmp_path) -> None:
-    from rlhealth.sinks.findings_parts import PARTS, part_of, table_of
+def test_a_jobs_findings_live_in_its_buckets_segments(tmp_path) -> None:
+    from rlhealth.sinks.findings_segments import PARTS, job_hash, part_of, read_manifest, segments_dir
 
     path = tmp_path / "ev.duckdb"
     jobs = [f"job-{i}" for i in range(40)] + ["rl-q3-8b-grpo-mathtool", "é-job"]
@@ -118,11 +118,22 @@ def test_a_jobs_findings_live_in_the_partition_sql_can_compute(tmp_path) -> None
         for j in jobs:
             store.add_findings(j, [finding(i) for i in range(3)])
     assert len({part_of(j) for j in jobs}) > 1
+    directory = segments_dir(path)
+    manifest = read_manifest(directory)
+    assert manifest is not None
     for j in jobs:
-        (sql_part,), = query(path, f"SELECT md5_number_lower(?) % {PARTS}", [j])
-        assert sql_part == part_of(j)
-        assert query(path, f"SELECT count(*) FROM {table_of(part_of(j))} WHERE job_id = ?", [j]) == [(3,)]
+        (sql_hash, sql_part), = query(path, f"SELECT md5_number_lower(?), md5_number_lower(?) % {PARTS}", [j, j])
+        assert (sql_hash, sql_part) == (job_hash(j), part_of(j))
+        files = [str(directory / s["file"]) for s in manifest["segments"] if s["part"] == part_of(j)]
+        assert query(path, "SELECT count(*) FROM read_parquet(?) WHERE job_id = ? AND job_hash = ?",
+                     [files, j, job_hash(j)]) == [(3,)]
     assert query(path, "SELECT count(*) FROM findings") == [(3 * len(jobs),)]
+    # the DuckDB file holds no findings, only a view over the segments for plain DuckDB clients
+    con = duckdb.connect(str(path), read_only=True)
+    assert con.execute("SELECT table_type FROM information_schema.tables WHERE table_name = 'findings'"
+                       ).fetchall() == [("VIEW",)]
+    assert con.execute("SELECT count(*) FROM findings").fetchall() == [(3 * len(jobs),)]
+    con.close()
 
 
 def test_a_store_written_before_partitioning_is_migrated_on_open(tmp_path) -> None:
@@ -143,25 +154,140 @@ def test_a_store_written_before_partitioning_is_migrated_on_open(tmp_path) -> No
         store.flush()
         assert store.rows_written["findings"] == 1
     assert query(path, "SELECT count(*) FROM findings WHERE job_id = 'job-a'") == [(2,)]
-    assert query(path, "SELECT table_type FROM information_schema.tables WHERE table_name = 'findings'") == [("VIEW",)]
+    assert query(path, "SELECT text, ref_key FROM findings WHERE rule_id = 'r'") == [
+        ("old line", '{"file":"a","file_offset":1}')]
+    con = duckdb.connect(str(path), read_only=True)
+    assert con.execute("SELECT table_type FROM information_schema.tables WHERE table_name = 'findings'"
+                       ).fetchall() == [("VIEW",)]
+    assert con.execute("SELECT count(*) FROM findings").fetchall() == [(2,)]
+    con.close()
+
+
+def _partitioned_store(path) -> None:
+    """A store as the previous version wrote it: 16 tables findings_parts.pNN behind a view."""
+    from rlhealth.sinks.duckdb import DDL
+
+    con = duckdb.connect(str(path))
+    con.execute(DDL)  # the other tables, unchanged
+    con.execute("CREATE SCHEMA findings_parts")
+    cols = """job_id VARCHAR NOT NULL, event_time TIMESTAMPTZ, kind VARCHAR, rule_id VARCHAR NOT NULL,
+        severity VARCHAR, source VARCHAR, text VARCHAR, ref JSON, ref_key VARCHAR NOT NULL,
+        gates VARCHAR, fields JSON, inserted_at TIMESTAMPTZ"""
+    for p in range(16):
+        con.execute(f"CREATE TABLE findings_parts.p{p:02d} ({cols}, key_hash UBIGINT NOT NULL)")
+    con.execute("CREATE TABLE store_meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+    (part,), = con.execute("SELECT md5_number_lower('job-a') % 16").fetchall()
+    con.execute(f"""INSERT INTO findings_parts.p{part:02d} SELECT *, hash(job_id, rule_id, ref_key) FROM (VALUES
+        ('job-a', TIMESTAMPTZ '2026-03-01 12:00:00+00', 'nccl', 'r', 'fatal', 'logs/a.log', 'old line',
+         '{{"file":"a","file_offset":1}}', '{{"file":"a","file_offset":1}}', 'A', '{{}}', NULL::TIMESTAMPTZ),
+        ('job-a', TIMESTAMPTZ '2026-03-01 12:00:05+00', 'nccl', 'r', 'fatal', 'x', 'no ref', '{{}}',
+         'noref:abc', 'A', '{{}}', NULL::TIMESTAMPTZ)) AS v(job_id, event_time, kind, rule_id, severity, source,
+        text, ref, ref_key, gates, fields, inserted_at)""")
+    union = " UNION ALL ".join(f"SELECT * EXCLUDE (key_hash) FROM findings_parts.p{p:02d}" for p in range(16))
+    con.execute(f"CREATE VIEW findings AS {union}")
+    con.close()
+
+
+def test_a_partitioned_store_is_read_before_and_migrated_on_open(tmp_path) -> None:
+    from rlhealth.sinks import forensics
+
+    path = tmp_path / "parts.duckdb"
+    _partitioned_store(path)
+    # read as it is, before any writer of this version opened it
+    assert [r[2] for r in forensics.timeline(path, "job-a").rows] == ["r", "r"]
+    assert query(path, "SELECT count(*) FROM findings") == [(2,)]
+    with EvidenceStore(path) as store:
+        old = Finding(kind="nccl", rule_id="r", text="old line", event_time=T0, source="logs/a.log",
+                      ref={"file": "a", "file_offset": 1})
+        store.add_findings("job-a", [old, finding(1)])
+        store.flush()
+        assert store.rows_written["findings"] == 1
+    assert query(path, "SELECT count(*), count(*) FILTER (ref_key = 'noref:abc') FROM findings") == [(3, 1)]
+    assert [r[2] for r in forensics.timeline(path, "job-a").rows] == ["r", "nccl.watchdog_timeout", "r"]
+    con = duckdb.connect(str(path), read_only=True)
+    assert con.execute("SELECT table_schema, table_type FROM information_schema.tables WHERE table_name = 'findings' "
+                       "OR table_schema = 'findings_parts'").fetchall() == [("main", "VIEW")]
+    assert con.execute("SELECT count(*) FROM findings").fetchall() == [(3,)]
+    con.close()
 
 
 def test_key_hashes_are_recomputed_when_duckdbs_hash_changes(tmp_path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rlhealth.sinks.findings_segments import read_manifest, segments_dir
+
     path = tmp_path / "ev.duckdb"
     with EvidenceStore(path) as store:
         store.add_findings("job-a", [finding(i) for i in range(3)])
-    # as if the file had been written by a DuckDB whose hash() gave other values
-    con = duckdb.connect(str(path))
-    con.execute("UPDATE store_meta SET value = 'another duckdb' WHERE key = 'key_hash_probe'")
-    for (name,) in con.execute("SELECT table_name FROM information_schema.tables "
-                               "WHERE table_schema = 'findings_parts'").fetchall():
-        con.execute(f"UPDATE findings_parts.{name} SET key_hash = 0")
-    con.close()
+    # as if the segments had been written by a DuckDB whose hash() gave other values
+    directory = segments_dir(path)
+    manifest = read_manifest(directory)
+    assert manifest is not None
+    manifest["hash_probe"] = "another duckdb"
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    for s in manifest["segments"]:
+        t = pq.read_table(directory / s["file"])
+        t = t.set_column(t.schema.get_field_index("key_hash"), "key_hash", pa.array([0] * t.num_rows, pa.uint64()))
+        pq.write_table(t, directory / s["file"])
     with EvidenceStore(path) as store:
         store.add_findings("job-a", [finding(i) for i in range(4)])  # a replay plus one new finding
         store.flush()
         assert store.rows_written["findings"] == 1
     assert query(path, "SELECT count(*) FROM findings") == [(4,)]
+    assert query(path, "SELECT count(*) FROM read_parquet(?) WHERE key_hash = 0",
+                 [[str(directory / s["file"]) for s in read_manifest(directory)["segments"]]]) == [(0,)]
+
+
+def test_merged_segments_keep_every_finding_once(tmp_path, monkeypatch) -> None:
+    from rlhealth.sinks import findings_segments, forensics
+
+    monkeypatch.setattr(findings_segments, "FANIN", 3)
+    monkeypatch.setattr(findings_segments, "TIER0_ROWS", 2)
+    path = tmp_path / "ev.duckdb"
+    directory = findings_segments.segments_dir(path)
+    with EvidenceStore(path) as store:
+        for k in range(10):  # ten flushes of 4 findings of one job: merged as they come
+            store.add_findings("job-a", [finding(4 * k + i) for i in range(4)])
+            store.flush()
+        store._segments.wait_merges()  # merges run on their own thread
+        manifest = findings_segments.read_manifest(directory)
+        assert manifest is not None
+        assert len(manifest["segments"]) < 10
+        assert max(s["tier"] for s in manifest["segments"]) >= 1
+        assert sum(s["rows"] for s in manifest["segments"]) == 40
+        # a retired file stays for readers of an older manifest until its grace time has passed
+        retired = [r["file"] for r in manifest["retired"]]
+        assert retired and all((directory / f).exists() for f in retired)
+        # a full replay after the merges adds nothing
+        store.add_findings("job-a", [finding(i) for i in range(40)])
+        store.flush()
+        assert store.rows_written["findings"] == 40
+        assert store.dropped["findings"] == 40
+        monkeypatch.setattr(findings_segments, "GRACE_S", 0.0)
+        store.add_findings("job-b", [finding(1)])
+        store.flush()
+        assert not any((directory / f).exists() for f in retired)
+    assert query(path, "SELECT count(*), count(DISTINCT event_time) FROM findings WHERE job_id = 'job-a'") == [(40, 40)]
+    times = [r[0] for r in forensics.timeline(path, "job-a", T0 + timedelta(seconds=5), T0 + timedelta(seconds=9)).rows]
+    assert times == [T0 + timedelta(seconds=s) for s in range(5, 10)]
+    listed = {s["file"] for s in findings_segments.read_manifest(directory)["segments"]}
+    assert {f"{p.parent.name}/{p.name}" for p in directory.glob("b=*/*.parquet")} == listed
+
+
+def test_the_timeline_on_an_open_connection_follows_the_writer(tmp_path) -> None:
+    from rlhealth.sinks import forensics
+    from rlhealth.sinks.duckdb import connect_readonly
+
+    path = tmp_path / "ev.duckdb"
+    with EvidenceStore(path) as store:
+        store.add_findings("job-a", [finding(i) for i in range(3)])
+    con = connect_readonly(path)
+    try:
+        assert forensics.timeline(path, "job-a", con=con).rows == forensics.timeline(path, "job-a").rows
+        assert len(forensics.timeline(path, "job-a", con=con).rows) == 3
+    finally:
+        con.close()
 
 
 def test_the_timeline_reads_a_store_no_writer_has_migrated_yet(tmp_path) -> None:
@@ -177,3 +303,17 @@ def test_the_timeline_reads_a_store_no_writer_has_migrated_yet(tmp_path) -> None
     con.close()
     answer = forensics.timeline(path, "job-a")
     assert [(r[1], r[2]) for r in answer.rows] == [("finding", "r")]
+
+
+def test_one_orjson_call_per_column_gives_each_findings_canonical_json() -> None:
+    from rlhealth.sinks.findings_segments import _bodies, json_text
+
+    cases = [
+        ({"file": "logs/a.log", "file_offset": 1}, {"offset": 2, "topic": "t", "partition": 0}),
+        ({}, {"b": 1, "a": {"z": [1, 2], "y": None}}, {}),
+        ({"text": 'a "},{" inside'}, {"file": "b"}),  # the separator inside a value: one call each
+        ({"when": T0, "n": 1.5, "u": "é\n"},),
+        (None, {"a": 1}),
+    ]
+    for refs in cases:
+        assert [b"{" + body + b"}" for body in _bodies(refs)] == [json_text(r or {}).encode() for r in refs]

@@ -6,13 +6,16 @@ may own a file: `probe`/`watch` with `--db`, a single worker with `--db`, or the
 evidence writer. Readers never wait for it: after a flush the writer publishes a read-only
 snapshot next to the file (`<file>.snapshot`, written to a temporary file and renamed, so it is
 never torn) at most every `snapshot_secs`, and `connect_readonly(path)` opens the file itself when
-no process writes it, else the newest snapshot.
+no process writes it, else the newest snapshot. Findings are not in the file: they are Parquet
+segments in `<file>.findings/` (`findings_segments.py`), which readers read directly at any time
+through the TEMP view `findings` that `connect_readonly` creates.
 
 Writes are buffered and flushed as Arrow tables (one INSERT per table, perf-study §4: row-wise
 `executemany` is ~300x slower), every `flush_rows` rows, on `flush()` and on `close()`, in one
-transaction. Inserts are idempotent so at-least-once redelivery and replays add nothing twice:
+transaction (the findings' files just before it). Inserts are idempotent so at-least-once
+redelivery and replays add nothing twice:
 
-* findings (`findings_parts.py`: hash-partitioned by job, no index): key (job_id, ref_key, rule_id),
+* findings (`findings_segments.py`: Parquet, bucketed by job): key (job_id, ref_key, rule_id),
   checked as (64-bit hash of it, event_time); `ref_key` is the canonical JSON of the finding's
   `ref` (topic/partition/offset or file/offset, plus any line locator the core adds), or, for a
   finding without a ref, a digest of its event time, source and text;
@@ -45,7 +48,7 @@ from rlhealth.agents.findings import Finding, JobMetrics
 from rlhealth.schemas.codec import DeadLetter
 from rlhealth.schemas.evidence import FindingRecord, MetricsPoint
 from rlhealth.schemas.verdict import Verdict
-from rlhealth.sinks import findings_parts
+from rlhealth.sinks import findings_segments
 from rlhealth.sinks.evidence_records import finding_of, metrics_point
 
 TS = pa.timestamp("us", tz="UTC")
@@ -125,8 +128,8 @@ SNAPSHOT_COST_SHARE = 10  # snapshot at most every 10x the last snapshot's durat
 TABLES = ("findings", *_SCHEMAS)
 
 
-_json = findings_parts.json_text
-_digest = findings_parts.digest
+_json = findings_segments.json_text
+_digest = findings_segments.digest
 
 
 class EvidenceStore:
@@ -145,19 +148,13 @@ class EvidenceStore:
         # fewer automatic checkpoints while ingesting: each one recompresses the open row groups
         self._con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'").fetchall()
         self._con.execute(DDL).fetchall()
-        self._con.execute("BEGIN").fetchall()
-        try:
-            findings_parts.migrate(self._con)
-            self._con.execute(findings_parts.ddl()).fetchall()
-            findings_parts.check_key_hash(self._con)
-            self._con.execute("COMMIT").fetchall()
-        except BaseException:
-            self._con.execute("ROLLBACK").fetchall()
-            raise
+        self._segments = findings_segments.FindingsSegments(self._con, self.path)
+        self._segments.migrate_legacy()
+        self._segments.create_file_view()
         self._lock = threading.Lock()
         # table -> primary key -> row; a dict also de-duplicates within one buffer
         self._buf: dict[str, dict[tuple, dict[str, Any]]] = {t: {} for t in _SCHEMAS}
-        self._findings = findings_parts.FindingsBuffer()
+        self._findings = findings_segments.FindingsBuffer()
         self._pending = 0
         self.rows_written = {t: 0 for t in TABLES}
         self.dropped = {"verdicts": 0, "findings": 0, "dead_letters": 0}  # offered rows already stored
@@ -277,11 +274,18 @@ class EvidenceStore:
             if not bufs and not parts:
                 return 0
             offered = 0
+            added: dict[str, int] = {}
+            if parts:
+                # findings first, in their own files: if the tables' transaction then fails, the
+                # findings are stored and a redelivery finds them (never the reverse: a key
+                # recorded for rows not written would drop them)
+                new, keys = self._segments.new_rows(parts)
+                self._segments.write(new)
+                if keys is not None:
+                    self._segments.record(keys)
+                added["findings"] = sum(t.num_rows for _, t in new)
             self._con.execute("BEGIN").fetchall()
             try:
-                added: dict[str, int] = {}
-                for part, batch in parts.items():
-                    added["findings"] = added.get("findings", 0) + findings_parts.insert(self._con, part, batch)
                 for table, rows in bufs.items():
                     added[table] = self._insert(table, rows)
                 self._con.execute("COMMIT").fetchall()
@@ -290,7 +294,7 @@ class EvidenceStore:
                 raise
             counts = {t: len(r) for t, r in bufs.items()}
             if parts:
-                counts["findings"] = sum(b.num_rows for b in parts.values())
+                counts["findings"] = sum(b.num_rows for _, b in parts)
             for table, n in counts.items():
                 self.rows_written[table] += added[table]
                 if table in self.dropped:
@@ -348,12 +352,14 @@ class EvidenceStore:
 
     def _count(self, table: str) -> int:
         with self._lock:
+            self._segments.refresh_view()
             return int(self._con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0])
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple]:
         """Flush, then run one statement on the writer's connection (this process only)."""
         self.flush()
         with self._lock:
+            self._segments.refresh_view()
             return self._con.execute(sql, params or []).fetchall()
 
     def close(self) -> None:
@@ -367,6 +373,7 @@ class EvidenceStore:
         with self._lock:
             self._con.close()
             self._con = None  # type: ignore[assignment]
+            self._segments.close()
 
     def __enter__(self) -> EvidenceStore:
         return self
@@ -375,17 +382,26 @@ class EvidenceStore:
         self.close()
 
 
-def connect_readonly(path: str | Path) -> duckdb.DuckDBPyConnection:
+def connect_readonly(path: str | Path, *, findings_view: bool = True) -> duckdb.DuckDBPyConnection:
     """A read-only connection to the store: the file itself, or, while a writer holds it, its newest
-    snapshot (`<file>.snapshot`). Raises FileNotFoundError when there is neither."""
+    snapshot (`<file>.snapshot`), with the TEMP view `findings` over the current findings segments
+    (binding it reads the manifest and costs a few ms: `findings_view=False` for a question that
+    names its segment files itself). Raises FileNotFoundError when there is neither."""
     path = Path(path)
     try:
-        return duckdb.connect(str(path), read_only=True)
+        con = duckdb.connect(str(path), read_only=True)
     except duckdb.IOException:
         snap = Path(str(path) + ".snapshot")
         if not snap.exists():
             raise
-        return duckdb.connect(str(snap), read_only=True)
+        con = duckdb.connect(str(snap), read_only=True)
+    try:
+        if findings_view:
+            findings_segments.create_view(con, path)  # the findings are beside the file, never in a snapshot
+    except BaseException:
+        con.close()
+        raise
+    return con
 
 
 def query(path: str | Path, sql: str, params: Sequence[Any] | None = None) -> list[tuple]:
