@@ -238,7 +238,6 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     matches = classifier.scan(lines)
     findings: list[Finding] = []
     memo: dict[int, datetime | None] = {}
-    peeled: dict[int, tuple] = {}
     # Per batch, what depends only on the rule (its declaration) or only on a line's prefixes (role,
     # attempt: the scheduler's attempt and the batch's source do not change within a batch); most
     # matched lines of dense logs share both with many others.
@@ -247,24 +246,32 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     no_ts = prev_stream_ts if prev_stream_ts is not None else batch_ts
     offsets = batch.offsets
     stream = batch.source.stream
+    # engine-stats lines (most matched lines of dense logs) are folded here, without _apply_match's
+    # dispatch and with their engine's identity memoised per batch: what _engine_stats does for them
+    engine_ids: dict[tuple, str] = {}
+    engines = state.engines
+    engine_stream = batch.source.host or key
+    index = -1
+    dt: datetime | None = None
+    ts: float | None = None
+    prefixes: tuple = ()
+    rest = ""
     for m in matches:
         text = m.text
-        index = m.index
         rule = m.rule
-        # m.text is lines[index] ANSI-stripped: one peel gives its prefixes and its own timestamp
-        pk = peeled.get(index)
-        if pk is None:
-            pk = peeled[index] = peel_stripped(text)
-        dt = explicit_ts[index] if explicit_ts is not None else None
-        if dt is None:
-            dt = memo.get(index, _NO_TS)  # type: ignore[arg-type]
-            if dt is _NO_TS:
-                dt = memo[index] = timestamp_of_peeled(pk[1], pk[2], now)  # == line_timestamp(lines[index], now)
+        if m.index != index:
+            # a line's time and prefixes, once per line (a line may match several rules)
+            index = m.index
+            # m.text is lines[index] ANSI-stripped: one peel gives its prefixes and its own timestamp
+            pk = peel_stripped(text)
+            dt = explicit_ts[index] if explicit_ts is not None else None
             if dt is None:
-                dt = _line_time(lines, index, now, memo, explicit_ts)
-        ts = dt.timestamp() if dt is not None else no_ts
-        # peel_prefixes strips again: only a text that still holds an ESC can differ from the peel above
-        prefixes, rest = peel_prefixes(text) if "\x1b" in text else pk[:2]
+                dt = memo[index] = timestamp_of_peeled(pk[1], pk[2], now)  # == line_timestamp(lines[index], now)
+                if dt is None:
+                    dt = _line_time(lines, index, now, memo, explicit_ts)
+            ts = dt.timestamp() if dt is not None else no_ts
+            # peel_prefixes strips again: only a text that still holds an ESC can differ from the peel above
+            prefixes, rest = peel_prefixes(text) if "\x1b" in text else pk[:2]
         ri = by_rule.get(rule.id)
         if ri is None:
             decl = catalog.signals.get(rule.signal)
@@ -282,9 +289,23 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
         offset = offsets[index] if offsets is not None else None
         ev = Ev(ts, key, _clip(text), rule.id, file=stream, offset=offset)
         if ri[0] == "engine_stats" and ri[3]:
-            # most matched lines of dense logs: what _apply_match does for them, without its dispatch
+            f = m.fields
             _touch_role(state, roles.ENGINE, ts)
-            _engine_stats(state, m.fields, prefixes, ts, batch, key)
+            label = str(f.get("engine") or "") or None
+            ek = (prefixes, label)
+            eid = engine_ids.get(ek)
+            if eid is None:
+                eid = engine_ids[ek] = roles.engine_identity(prefixes, label, engine_stream)
+            eng = engines.get(eid)
+            if eng is None or ts is None:
+                _engine_stats(state, f, prefixes, ts, batch, key)  # a new engine (may evict one), or no time
+            else:
+                gb = state.gen_bucket
+                if gb is None or int(ts // GEN_HISTORY_BUCKET_S) * GEN_HISTORY_BUCKET_S > gb:
+                    _roll_gen_bucket(state, ts)
+                _engine_sample(eng, ts, _finite_or_zero(f.get("generation_tokens_per_s")),
+                               _finite_or_zero(f.get("prompt_tokens_per_s")), _finite_or_zero(f.get("running")),
+                               _finite_or_zero(f.get("waiting")), _kv_pct(f))
             note_signal(state, rule.signal, ev, attempt, role)
         else:
             _apply_match(state, m, rest, prefixes, role, ts, ev, attempt, lines, batch, key, catalog, ri[0])
@@ -298,6 +319,13 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
                      "line_no": (batch.first_line_no + m.index) if batch.first_line_no is not None else None},
             ))
     return findings
+
+
+def _finite_or_zero(v: object) -> float:
+    """`_float(v) or 0.0`, with the common case (a finite float from the extraction) first."""
+    if type(v) is float and v - v == 0.0:  # finite: inf - inf and nan - nan are nan
+        return v or 0.0
+    return _float(v) or 0.0
 
 
 _LOOKBACK_FOR_TIME = TIME_LOOKBACK_LINES
