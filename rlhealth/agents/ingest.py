@@ -252,7 +252,6 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     engines = state.engines
     engine_stream = batch.source.host or key
     index = -1
-    dt: datetime | None = None
     ts: float | None = None
     prefixes: tuple = ()
     rest = ""
