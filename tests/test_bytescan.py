@@ -373,6 +373,12 @@ def test_line_timestamp_precheck_and_memos_equal_the_uncached_parse(line: str, r
     stripped = normalize.strip_ansi(line)
     assert normalize.timestamp_of_peeled(*normalize.peel_stripped(stripped)[1:], ref, tz) == want
     assert normalize.line_timestamp(stripped, ref, tz) == want
+    # the core's store-nothing twins, with warm memos and with cold ones
+    assert normalize.peel_and_stamp(stripped, ref, tz) == (normalize.peel_stripped(stripped), want)
+    assert normalize.line_timestamp_seen(line, ref2, tz) == want2
+    _clear_memos()
+    assert normalize.peel_and_stamp(stripped, ref, tz)[1] == want
+    assert normalize.line_timestamp_seen(line, ref, tz) == want
     if want is not None:
         assert want.tzinfo is not None and want.utcoffset() == timedelta(0)
         assert normalize._HAS_CLOCK_RE.search(stripped)  # the precheck is a necessary condition

@@ -15,7 +15,7 @@ from rlhealth.agents import roles, training_time
 from rlhealth.agents.coherence import incoherence_reason, trial_incoherence
 from rlhealth.agents.failures import BENIGN_EXCEPTIONS, failure_class_of, is_consequence
 from rlhealth.agents.findings import Finding
-from rlhealth.agents.normalize import line_timestamp, peel_prefixes, peel_stripped, strip_ansi, timestamp_of_peeled
+from rlhealth.agents.normalize import line_timestamp, line_timestamp_seen, peel_and_stamp, peel_prefixes, strip_ansi
 from rlhealth.agents.signals import Catalog
 from rlhealth.agents.signatures import Classifier, LineMatch, Rule
 from rlhealth.agents.state import (
@@ -262,10 +262,10 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
             # a line's time and prefixes, once per line (a line may match several rules)
             index = m.index
             # m.text is lines[index] ANSI-stripped: one peel gives its prefixes and its own timestamp
-            pk = peel_stripped(text)
+            pk, own_dt = peel_and_stamp(text, now)  # own_dt == line_timestamp(lines[index], now)
             dt = explicit_ts[index] if explicit_ts is not None else None
             if dt is None:
-                dt = memo[index] = timestamp_of_peeled(pk[1], pk[2], now)  # == line_timestamp(lines[index], now)
+                dt = memo[index] = own_dt
                 if dt is None:
                     dt = _line_time(lines, index, now, memo, explicit_ts)
             ts = dt.timestamp() if dt is not None else no_ts
@@ -342,7 +342,7 @@ def _line_time(lines: list[str], index: int, now: datetime, memo: dict,
             return explicit_ts[j]
         dt = memo.get(j, _NO_TS)
         if dt is _NO_TS:
-            dt = memo[j] = line_timestamp(lines[j], now)
+            dt = memo[j] = line_timestamp_seen(lines[j], now)
         if dt is not None:
             return dt
     return None

@@ -26,6 +26,8 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import msgspec
+
 from rlhealth.agents.bytescan import fields_of, line_starts, strip_ansi_bytes
 from rlhealth.agents.normalize import strip_ansi
 
@@ -76,10 +78,10 @@ class RuleSet:
     versions: dict[str, str] = field(default_factory=dict)
 
 
-# Not frozen: a frozen dataclass's __init__ costs ~2 us, paid per matched line of dense logs. Read-only by
-# convention.
-@dataclass(slots=True)
-class LineMatch:
+# A msgspec Struct is built in C (~0.05 us; a dataclass's __init__ ~0.5 us, a frozen one ~2 us), once per
+# matched line of dense logs; gc=False: it holds no reference back to anything that could make a cycle.
+# Read-only by convention.
+class LineMatch(msgspec.Struct, gc=False):
     index: int
     rule: Rule
     fields: dict[str, object]
