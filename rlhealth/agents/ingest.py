@@ -238,6 +238,7 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     matches = classifier.scan(lines)
     findings: list[Finding] = []
     memo: dict[int, datetime | None] = {}
+    walked: dict[int, tuple[datetime | None, int]] = {}
     # Per batch, what depends only on the rule (its declaration) or only on a line's prefixes (role,
     # attempt: the scheduler's attempt and the batch's source do not change within a batch); most
     # matched lines of dense logs share both with many others.
@@ -267,7 +268,7 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
             if dt is None:
                 dt = memo[index] = own_dt
                 if dt is None:
-                    dt = _line_time(lines, index, now, memo, explicit_ts)
+                    dt = _line_time(lines, index, now, memo, explicit_ts, walked)
             ts = dt.timestamp() if dt is not None else no_ts
             # peel_prefixes strips again: only a text that still holds an ESC can differ from the peel above
             prefixes, rest = peel_prefixes(text) if "\x1b" in text else pk[:2]
@@ -332,20 +333,37 @@ _NO_TS = object()
 
 
 def _line_time(lines: list[str], index: int, now: datetime, memo: dict,
-               explicit_ts: list | None = None) -> datetime | None:
+               explicit_ts: list | None = None, walked: dict[int, tuple[datetime | None, int]] | None = None,
+               ) -> datetime | None:
     """A line's own timestamp, else the nearest earlier one in the batch (tqdm bars, traceback bodies).
 
     An earlier line's time in the batch's `ts` column wins over its text: a replay rebases `ts`
-    (the text keeps the capture's time)."""
-    for j in range(index, max(index - _LOOKBACK_FOR_TIME, -1), -1):
+    (the text keeps the capture's time). `walked` (per batch) remembers each walk's answer and the
+    line it stopped at: a later walk that reaches a walked line ends there (runs of unstamped progress
+    bars), with that answer when its stop lies inside this walk's window, else with none (every line
+    between was unstamped)."""
+    lo = max(index - _LOOKBACK_FOR_TIME, -1)
+    found: datetime | None = None
+    stop = lo
+    for j in range(index, lo, -1):
         if explicit_ts is not None and explicit_ts[j] is not None:
-            return explicit_ts[j]
+            found, stop = explicit_ts[j], j
+            break
+        if walked is not None and j != index:
+            w = walked.get(j)
+            if w is not None:
+                if w[1] > lo:
+                    found, stop = w
+                break
         dt = memo.get(j, _NO_TS)
         if dt is _NO_TS:
             dt = memo[j] = line_timestamp_seen(lines[j], now)
         if dt is not None:
-            return dt
-    return None
+            found, stop = dt, j
+            break
+    if walked is not None:
+        walked[index] = (found, stop)
+    return found
 
 
 def _apply_match(state: JobHealth, m: LineMatch, rest: str, prefixes, role: str, ts: float | None, ev: Ev,
@@ -588,7 +606,9 @@ def _trainer_metrics(state: JobHealth, f: dict, ts: float | None, ev: Ev) -> Non
     """Loss, grad norm and entropy from WANDB_MIRROR JSON or SkyRL's printed stats dict (both key: number)."""
     raw = f.get("metrics")
     step = _as_int(f.get("step"))
-    pairs = (_METRIC_PAIR_RE.findall(raw) or _BARE_PAIR_RE.findall(raw)) if isinstance(raw, str) else []
+    # quoted pairs need a quote: verl's and Megatron's lines skip that search (a substring test is ~free)
+    pairs = (("'" in raw or '"' in raw) and _METRIC_PAIR_RE.findall(raw) or _BARE_PAIR_RE.findall(raw)) \
+        if isinstance(raw, str) else []
     if step is not None and ts is not None:
         tr = state.trainer
         if tr.last_step is None or step > tr.last_step:
