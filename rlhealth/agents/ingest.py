@@ -109,20 +109,23 @@ def note_signal(state: JobHealth, signal: str, ev: Ev, attempt: int | None, role
             return SignalStat()
         stat = state.signals[signal] = SignalStat()
     stat.count += 1
-    if ev.ts is not None:
-        stat.first_ts = ev.ts if stat.first_ts is None else min(stat.first_ts, ev.ts)
-        stat.last_ts = ev.ts if stat.last_ts is None else max(stat.last_ts, ev.ts)
+    ts = ev.ts
+    if ts is not None:
+        # min()/max() spelled out (what they compare, and which they keep on a tie): once per matched line
+        first, last = stat.first_ts, stat.last_ts
+        stat.first_ts = ts if first is None or ts < first else first
+        stat.last_ts = ts if last is None or ts > last else last
     # Keep the first pieces of evidence and the latest one (per-signal hot path: no sorting).
     evidence = stat.evidence
     if len(evidence) < MAX_EVIDENCE_PER_SIGNAL:
         evidence.append(ev)
-        if len(evidence) > 1 and (ev.ts or 0.0) < (evidence[-2].ts or 0.0):
+        if len(evidence) > 1 and (ts or 0.0) < (evidence[-2].ts or 0.0):
             evidence.sort(key=lambda e: (e.ts or 0.0))
-    elif ev.ts is None or evidence[-1].ts is None or ev.ts >= evidence[-1].ts:
+    elif ts is None or (kept := evidence[-1].ts) is None or ts >= kept:
         evidence[-1] = ev
     if attempt is not None and attempt not in stat.attempts and len(stat.attempts) < 16:
         stat.attempts.append(attempt)
-    if ev.ts is None or stat.last_ts is None or ev.ts >= stat.last_ts:
+    if ts is None or stat.last_ts is None or ts >= stat.last_ts:
         stat.stream = ev.source
         if role:
             stat.role = role
@@ -251,6 +254,7 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     # dispatch and with their engine's identity memoised per batch: what _engine_stats does for them
     engine_ids: dict[tuple, str] = {}
     engines = state.engines
+    role_last_ts = state.role_last_ts
     engine_stream = batch.source.host or key
     index = -1
     ts: float | None = None
@@ -290,7 +294,10 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
         ev = Ev(ts, key, _clip(text), rule.id, file=stream, offset=offset)
         if ri[0] == "engine_stats" and ri[3]:
             f = m.fields
-            _touch_role(state, roles.ENGINE, ts)
+            if ts is not None:  # _touch_role(state, roles.ENGINE, ts)
+                prev = role_last_ts.get(roles.ENGINE)
+                if prev is None or ts > prev:
+                    role_last_ts[roles.ENGINE] = ts
             label = str(f.get("engine") or "") or None
             ek = (prefixes, label)
             eid = engine_ids.get(ek)
@@ -305,7 +312,8 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
                     _roll_gen_bucket(state, ts)
                 _engine_sample(eng, ts, _finite_or_zero(f.get("generation_tokens_per_s")),
                                _finite_or_zero(f.get("prompt_tokens_per_s")), _finite_or_zero(f.get("running")),
-                               _finite_or_zero(f.get("waiting")), _kv_pct(f))
+                               _finite_or_zero(f.get("waiting")),
+                               kv if type(kv := f.get("kv_cache_pct")) is float and kv - kv == 0.0 else _kv_pct(f))
             note_signal(state, rule.signal, ev, attempt, role)
         else:
             _apply_match(state, m, rest, prefixes, role, ts, ev, attempt, lines, batch, key, catalog, ri[0])
@@ -322,9 +330,15 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
 
 
 def _finite_or_zero(v: object) -> float:
-    """`_float(v) or 0.0`, with the common case (a finite float from the extraction) first."""
-    if type(v) is float and v - v == 0.0:  # finite: inf - inf and nan - nan are nan
-        return v or 0.0
+    """`_float(v) or 0.0`, with the common cases (a float or an int from the extraction) first."""
+    t = type(v)
+    if t is float:
+        return (v or 0.0) if v - v == 0.0 else 0.0  # type: ignore[operator,return-value]  # finite: inf-inf, nan-nan are nan
+    if t is int:
+        try:
+            return float(v) or 0.0  # type: ignore[arg-type]
+        except OverflowError:
+            return 0.0
     return _float(v) or 0.0
 
 
