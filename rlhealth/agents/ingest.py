@@ -246,18 +246,21 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     # attempt: the scheduler's attempt and the batch's source do not change within a batch); most
     # matched lines of dense logs share both with many others.
     by_rule: dict[str, tuple[str, str | None, bool, bool]] = {}
-    by_prefixes: dict[tuple, tuple[str | None, int | None]] = {}
+    # (role, attempt, engine id by engine label) per prefixes tuple
+    by_prefixes: dict[tuple, tuple[str | None, int | None, dict[str | None, str]]] = {}
     no_ts = prev_stream_ts if prev_stream_ts is not None else batch_ts
     offsets = batch.offsets
     stream = batch.source.stream
     # engine-stats lines (most matched lines of dense logs) are folded here, without _apply_match's
     # dispatch and with their engine's identity memoised per batch: what _engine_stats does for them
-    engine_ids: dict[tuple, str] = {}
     engines = state.engines
     role_last_ts = state.role_last_ts
     engine_stream = batch.source.host or key
     index = -1
     ts: float | None = None
+    stamp: datetime | None = None  # lines stamped in the same second share one datetime (a parse memo's)
+    stamp_ts: float | None = None
+    OTHER, ENGINE = roles.OTHER, roles.ENGINE
     prefixes: tuple = ()
     rest = ""
     for m in matches:
@@ -273,7 +276,13 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
                 dt = memo[index] = own_dt
                 if dt is None:
                     dt = _line_time(lines, index, now, memo, explicit_ts, walked)
-            ts = dt.timestamp() if dt is not None else no_ts
+            if dt is None:
+                ts = no_ts
+            elif dt is stamp:
+                ts = stamp_ts
+            else:
+                stamp, ts = dt, dt.timestamp()
+                stamp_ts = ts
             # peel_prefixes strips again: only a text that still holds an ESC can differ from the peel above
             prefixes, rest = peel_prefixes(text) if "\x1b" in text else pk[:2]
         ri = by_rule.get(rule.id)
@@ -285,24 +294,23 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
                                      rule.signal not in ("python_exception", "trainer_metrics_nonfinite"))
         pa = by_prefixes.get(prefixes)
         if pa is None:
-            pa = by_prefixes[prefixes] = (roles.role_of_prefixes(prefixes), _attempt_for(state, batch, prefixes))
+            pa = by_prefixes[prefixes] = (roles.role_of_prefixes(prefixes), _attempt_for(state, batch, prefixes), {})
         role = pa[0] or st.role
-        if role == roles.OTHER and ri[1] is not None:
+        if role == OTHER and ri[1] is not None:
             role = ri[1]
         attempt = pa[1]
         offset = offsets[index] if offsets is not None else None
-        ev = Ev(ts, key, _clip(text), rule.id, file=stream, offset=offset)
+        ev = Ev(ts, key, _clip(text), rule.id, stream, offset)
         if ri[0] == "engine_stats" and ri[3]:
             f = m.fields
             if ts is not None:  # _touch_role(state, roles.ENGINE, ts)
-                prev = role_last_ts.get(roles.ENGINE)
+                prev = role_last_ts.get(ENGINE)
                 if prev is None or ts > prev:
-                    role_last_ts[roles.ENGINE] = ts
+                    role_last_ts[ENGINE] = ts
             label = str(f.get("engine") or "") or None
-            ek = (prefixes, label)
-            eid = engine_ids.get(ek)
+            eid = pa[2].get(label)
             if eid is None:
-                eid = engine_ids[ek] = roles.engine_identity(prefixes, label, engine_stream)
+                eid = pa[2][label] = roles.engine_identity(prefixes, label, engine_stream)
             eng = engines.get(eid)
             if eng is None or ts is None:
                 _engine_stats(state, f, prefixes, ts, batch, key)  # a new engine (may evict one), or no time
