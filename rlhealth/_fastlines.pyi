@@ -14,3 +14,9 @@ def line_starts(data: bytes, base: int, /) -> tuple[bytes, int]: ...
 def fields_of(values: tuple[str | None, ...], plan: tuple[tuple[str, int, int], ...],
               convert: Callable[[str], object], convert_size: Callable[[str, str], object],
               defaults: dict[str, object] | None, /) -> dict[str, object]: ...
+
+# fields_of for every line one rule matched (twin: bytescan.fields_batch_py)
+def fields_batch(texts: list[str], search: Callable[[str], object], before: Callable[[str, int, int], object] | None,
+                 before_chars: int, plan: tuple[tuple[str, int, int], ...], convert: Callable[[str], object],
+                 convert_size: Callable[[str, str], object], defaults: dict[str, object] | None,
+                 empty: dict[str, object], /) -> list[dict[str, object]]: ...

@@ -87,6 +87,7 @@ def test_native_extension_is_built_when_a_compiler_exists() -> None:
     assert bytescan.count_newlines is _fastlines.count_newlines
     # a stale build (from an older fastlines.c) falls back to the twin at import; here it must not
     assert bytescan.fields_of is _fastlines.fields_of, "rlhealth._fastlines is stale: rebuild it"
+    assert bytescan.fields_batch is _fastlines.fields_batch, "rlhealth._fastlines is stale: rebuild it"
 
 
 # -- strip_ansi ------------------------------------------------------------------------------
@@ -373,6 +374,12 @@ def test_line_timestamp_precheck_and_memos_equal_the_uncached_parse(line: str, r
     stripped = normalize.strip_ansi(line)
     assert normalize.timestamp_of_peeled(*normalize.peel_stripped(stripped)[1:], ref, tz) == want
     assert normalize.line_timestamp(stripped, ref, tz) == want
+    # the core's store-nothing twins, with warm memos and with cold ones
+    assert normalize.peel_and_stamp(stripped, ref, tz) == (normalize.peel_stripped(stripped), want)
+    assert normalize.line_timestamp_seen(line, ref2, tz) == want2
+    _clear_memos()
+    assert normalize.peel_and_stamp(stripped, ref, tz)[1] == want
+    assert normalize.line_timestamp_seen(line, ref, tz) == want
     if want is not None:
         assert want.tzinfo is not None and want.utcoffset() == timedelta(0)
         assert normalize._HAS_CLOCK_RE.search(stripped)  # the precheck is a necessary condition
@@ -472,3 +479,30 @@ def test_fields_of_native_equals_python(values: list, plan: list, with_defaults:
     assert got == want and list(got) == list(want)  # same values, same order
     for v in want.values():  # the fast paths give what int()/float() give
         assert isinstance(v, (int, float, str, tuple))
+
+
+# -- fields_batch: the fields of every line one rule matched -------------------------------------------------
+
+_BATCH_TEXT = st.lists(st.sampled_from(["Engine 003: ", "4 Engines Aggregated: ", "run: ", "12", "1.5", "x", " ", "GiB",
+                                        "٣", "-", "Engine x: ", "é"]), max_size=8).map("".join)
+
+
+@needs_native
+@FAST
+@given(st.lists(_BATCH_TEXT, max_size=12), st.booleans(), st.booleans(), st.integers(0, 12))
+@example(["Engine 003: run: 12 x 1.5", "x", "Engine 003: run: ", "4 Engines Aggregated: run: 1.5 x 7"], True, True, 48)
+def test_fields_batch_native_equals_python(texts: list, with_before: bool, with_defaults: bool, chars: int) -> None:
+    import re
+
+    from rlhealth.agents.bytescan import fields_batch, fields_batch_py
+
+    main = re.compile(r"run: (?P<a>[0-9.]+)?(?: (?P<b>\w+))?(?: (?P<c>[^ ]+))?")
+    before = re.compile(r"(?:(?P<engine>Engine \d+|\d+ Engines Aggregated): )\Z") if with_before else None
+    plan = (("engine", 3, 0), ("a", 0, 2), ("b", 1, 1), ("c", 2, 2))
+    defaults = {"engine": "", "z": 0} if with_defaults else None
+    empty = dict(defaults or {})
+    args = (texts, main.search, before.search if before is not None else None, chars, plan, _convert_probe,
+            _size_probe, defaults, empty)
+    got, want = fields_batch(*args), fields_batch_py(*args)
+    assert got == want and [list(d) for d in got] == [list(d) for d in want]
+    assert all(d is not empty for d in got)  # a copy per unmatched line, never the shared dict

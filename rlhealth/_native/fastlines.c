@@ -29,7 +29,14 @@
  *       1 calls convert_size(name, value), 2 converts: an ASCII all-digit value -> int(value), an
  *       ASCII value of digits and exactly one '.' -> float(value), anything else -> convert(value).
  *       Then every (key, value) of `defaults` that is missing is added, in order. Twin:
- *       signatures._fields_of_py.
+ *       bytescan.fields_of_py.
+ *   fields_batch(texts: list, search, before, before_chars: int, plan, convert, convert_size,
+ *                defaults: dict | None, empty: dict) -> list[dict]
+ *       The fields of each of `texts` (the lines one rule matched): m = search(text); None gives a
+ *       copy of `empty`; else values = m.groups(), plus, when `before` is not None and
+ *       b = before(text, max(0, m.start() - before_chars), m.start()) is not None, b.groups(); then
+ *       fields_of(values, ...). The Python loop it replaces costs ~1 us a line. Twin:
+ *       bytescan.fields_batch_py.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -245,13 +252,10 @@ number_shape(PyObject *v)
     return n >= 2 ? 2 : 0;
 }
 
+/* fields_of's work, for a `values` tuple and a checked `plan` tuple (a new dict, or NULL with an exception). */
 static PyObject *
-fl_fields_of(PyObject *self, PyObject *args)
+fields_from_values(PyObject *values, PyObject *plan, PyObject *convert, PyObject *convert_size, PyObject *defaults)
 {
-    PyObject *values, *plan, *convert, *convert_size, *defaults;
-    if (!PyArg_ParseTuple(args, "O!O!OOO:fields_of", &PyTuple_Type, &values, &PyTuple_Type, &plan, &convert,
-                          &convert_size, &defaults))
-        return NULL;
     PyObject *out = PyDict_New();
     if (out == NULL)
         return NULL;
@@ -313,8 +317,90 @@ fail:
     return NULL;
 }
 
+static PyObject *
+fl_fields_of(PyObject *self, PyObject *args)
+{
+    PyObject *values, *plan, *convert, *convert_size, *defaults;
+    if (!PyArg_ParseTuple(args, "O!O!OOO:fields_of", &PyTuple_Type, &values, &PyTuple_Type, &plan, &convert,
+                          &convert_size, &defaults))
+        return NULL;
+    return fields_from_values(values, plan, convert, convert_size, defaults);
+}
+
+/* m.<name>() */
+static PyObject *
+call_method0(PyObject *obj, const char *name)
+{
+    return PyObject_CallMethod(obj, name, NULL);
+}
+
+static PyObject *
+fl_fields_batch(PyObject *self, PyObject *args)
+{
+    PyObject *texts, *search, *before, *plan, *convert, *convert_size, *defaults, *empty;
+    Py_ssize_t before_chars;
+    if (!PyArg_ParseTuple(args, "O!OOnO!OOOO!:fields_batch", &PyList_Type, &texts, &search, &before, &before_chars,
+                          &PyTuple_Type, &plan, &convert, &convert_size, &defaults, &PyDict_Type, &empty))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(texts);
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *text = PyList_GET_ITEM(texts, i);
+        PyObject *fields = NULL;
+        PyObject *m = PyObject_CallOneArg(search, text);
+        if (m == NULL)
+            goto fail;
+        if (m == Py_None) {
+            Py_DECREF(m);
+            fields = PyDict_Copy(empty);
+        } else {
+            PyObject *values = call_method0(m, "groups");
+            if (values != NULL && before != Py_None) {
+                PyObject *startobj = call_method0(m, "start");
+                Py_ssize_t start = startobj != NULL ? PyLong_AsSsize_t(startobj) : -1;
+                Py_XDECREF(startobj);
+                if (start == -1 && PyErr_Occurred()) {
+                    Py_CLEAR(values);
+                } else {
+                    Py_ssize_t lo = start - before_chars > 0 ? start - before_chars : 0;
+                    PyObject *b = PyObject_CallFunction(before, "Onn", text, lo, start);
+                    if (b == NULL) {
+                        Py_CLEAR(values);
+                    } else if (b != Py_None) {
+                        PyObject *bvalues = call_method0(b, "groups");
+                        PyObject *joined = bvalues != NULL ? PySequence_Concat(values, bvalues) : NULL;
+                        Py_XDECREF(bvalues);
+                        Py_SETREF(values, joined);
+                    }
+                    Py_XDECREF(b);
+                }
+            }
+            Py_DECREF(m);
+            if (values == NULL)
+                goto fail;
+            if (!PyTuple_Check(values)) {
+                Py_DECREF(values);
+                PyErr_SetString(PyExc_TypeError, "fields_batch() groups() must give a tuple");
+                goto fail;
+            }
+            fields = fields_from_values(values, plan, convert, convert_size, defaults);
+            Py_DECREF(values);
+        }
+        if (fields == NULL)
+            goto fail;
+        PyList_SET_ITEM(out, i, fields);
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef fl_methods[] = {
     {"fields_of", fl_fields_of, METH_VARARGS, "The fields dict of a matched line from its groups (see the module doc)."},
+    {"fields_batch", fl_fields_batch, METH_VARARGS, "fields_of for every line a rule matched (see the module doc)."},
     {"strip_ansi", fl_strip_ansi, METH_O, "Remove ANSI escape sequences from bytes (see the module doc)."},
     {"utf8_valid", fl_utf8_valid, METH_O, "Whether bytes are well-formed UTF-8 (as Python's strict decoder)."},
     {"count_newlines", fl_count_newlines, METH_O, "data.count(b'\\n'), with memchr."},

@@ -15,8 +15,9 @@ from itertools import accumulate
 from operator import add
 from types import ModuleType
 
-__all__ = ["ANSI_PATTERN", "NATIVE", "count_newlines", "fields_of", "line_starts", "strip_ansi_bytes", "utf8_valid",
-           "count_newlines_py", "fields_of_py", "line_starts_py", "strip_ansi_bytes_py", "utf8_valid_py"]
+__all__ = ["ANSI_PATTERN", "NATIVE", "count_newlines", "fields_batch", "fields_of", "line_starts", "strip_ansi_bytes",
+           "utf8_valid", "count_newlines_py", "fields_batch_py", "fields_of_py", "line_starts_py",
+           "strip_ansi_bytes_py", "utf8_valid_py"]
 
 # CSI sequences (colours, cursor moves), OSC sequences (hyperlinks/titles) and two-byte escapes.
 # The ESC is factored out (a literal prefix the regex engine searches for) and the SGR colour shape
@@ -84,6 +85,31 @@ def fields_of_py(values: tuple[str | None, ...], plan: tuple[tuple[str, int, int
     return out
 
 
+def fields_batch_py(texts: list[str], search: Callable[[str], re.Match[str] | None],
+                    before: Callable[[str, int, int], re.Match[str] | None] | None, before_chars: int,
+                    plan: tuple[tuple[str, int, int], ...], convert: Callable[[str], object],
+                    convert_size: Callable[[str, str], object], defaults: dict[str, object] | None,
+                    empty: dict[str, object]) -> list[dict[str, object]]:
+    """`fields_of` for each of `texts`, the lines one rule matched (ANSI-stripped): one `search` per line; no
+    match gives a copy of `empty`; else its groups, then, when `before` finds text ending where the match
+    starts (searched from `before_chars` characters back), that match's groups too. Its C twin saves the
+    loop's ~1 us a line."""
+    out = []
+    for text in texts:
+        m = search(text)
+        if m is None:
+            out.append(dict(empty))
+            continue
+        values = m.groups()
+        if before is not None:
+            start = m.start()
+            b = before(text, max(0, start - before_chars), start)
+            if b is not None:
+                values += b.groups()
+        out.append(fields_of(values, plan, convert, convert_size, defaults))
+    return out
+
+
 # RLHEALTH_NATIVE=0 forces the Python versions (tests run the whole probe that way too).
 _native: ModuleType | None = None
 if os.environ.get("RLHEALTH_NATIVE", "1") != "0":
@@ -104,6 +130,7 @@ if _native is not None:
     fields_of: Callable[[tuple[str | None, ...], tuple[tuple[str, int, int], ...], Callable[[str], object],
                          Callable[[str, str], object], dict[str, object] | None], dict[str, object]] = getattr(
         _native, "fields_of", fields_of_py)
+    fields_batch: Callable[..., list[dict[str, object]]] = getattr(_native, "fields_batch", fields_batch_py)
 
     def line_starts(data: bytes, base: int) -> tuple[Sequence[int], int]:
         """(base + the start offset of every line of ``data.split(b"\\n")``, the longest line's
@@ -116,3 +143,4 @@ else:  # pragma: no cover
     count_newlines = count_newlines_py
     line_starts = line_starts_py
     fields_of = fields_of_py
+    fields_batch = fields_batch_py

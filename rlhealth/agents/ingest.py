@@ -15,7 +15,7 @@ from rlhealth.agents import roles, training_time
 from rlhealth.agents.coherence import incoherence_reason, trial_incoherence
 from rlhealth.agents.failures import BENIGN_EXCEPTIONS, failure_class_of, is_consequence
 from rlhealth.agents.findings import Finding
-from rlhealth.agents.normalize import line_timestamp, peel_prefixes, peel_stripped, strip_ansi, timestamp_of_peeled
+from rlhealth.agents.normalize import line_timestamp, line_timestamp_seen, peel_and_stamp, peel_prefixes, strip_ansi
 from rlhealth.agents.signals import Catalog
 from rlhealth.agents.signatures import Classifier, LineMatch, Rule
 from rlhealth.agents.state import (
@@ -110,20 +110,23 @@ def note_signal(state: JobHealth, signal: str, ev: Ev, attempt: int | None, role
             return SignalStat()
         stat = state.signals[signal] = SignalStat()
     stat.count += 1
-    if ev.ts is not None:
-        stat.first_ts = ev.ts if stat.first_ts is None else min(stat.first_ts, ev.ts)
-        stat.last_ts = ev.ts if stat.last_ts is None else max(stat.last_ts, ev.ts)
+    ts = ev.ts
+    if ts is not None:
+        # min()/max() spelled out (what they compare, and which they keep on a tie): once per matched line
+        first, last = stat.first_ts, stat.last_ts
+        stat.first_ts = ts if first is None or ts < first else first
+        stat.last_ts = ts if last is None or ts > last else last
     # Keep the first pieces of evidence and the latest one (per-signal hot path: no sorting).
     evidence = stat.evidence
     if len(evidence) < MAX_EVIDENCE_PER_SIGNAL:
         evidence.append(ev)
-        if len(evidence) > 1 and (ev.ts or 0.0) < (evidence[-2].ts or 0.0):
+        if len(evidence) > 1 and (ts or 0.0) < (evidence[-2].ts or 0.0):
             evidence.sort(key=lambda e: (e.ts or 0.0))
-    elif ev.ts is None or evidence[-1].ts is None or ev.ts >= evidence[-1].ts:
+    elif ts is None or (kept := evidence[-1].ts) is None or ts >= kept:
         evidence[-1] = ev
     if attempt is not None and attempt not in stat.attempts and len(stat.attempts) < 16:
         stat.attempts.append(attempt)
-    if ev.ts is None or stat.last_ts is None or ev.ts >= stat.last_ts:
+    if ts is None or stat.last_ts is None or ts >= stat.last_ts:
         stat.stream = ev.source
         if role:
             stat.role = role
@@ -239,34 +242,51 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     matches = classifier.scan(lines)
     findings: list[Finding] = []
     memo: dict[int, datetime | None] = {}
-    peeled: dict[int, tuple] = {}
+    walked: dict[int, tuple[datetime | None, int]] = {}
     # Per batch, what depends only on the rule (its declaration) or only on a line's prefixes (role,
     # attempt: the scheduler's attempt and the batch's source do not change within a batch); most
     # matched lines of dense logs share both with many others.
     by_rule: dict[str, tuple[str, str | None, bool, bool]] = {}
-    by_prefixes: dict[tuple, tuple[str | None, int | None]] = {}
+    # (role, attempt, engine id by engine label) per prefixes tuple
+    by_prefixes: dict[tuple, tuple[str | None, int | None, dict[str | None, str]]] = {}
     no_ts = prev_stream_ts if prev_stream_ts is not None else batch_ts
     offsets = batch.offsets
     stream = batch.source.stream
     newest_context = -1
+    # engine-stats lines (most matched lines of dense logs) are folded here, without _apply_match's
+    # dispatch and with their engine's identity memoised per batch: what _engine_stats does for them
+    engines = state.engines
+    role_last_ts = state.role_last_ts
+    engine_stream = batch.source.host or key
+    index = -1
+    ts: float | None = None
+    stamp: datetime | None = None  # lines stamped in the same second share one datetime (a parse memo's)
+    stamp_ts: float | None = None
+    OTHER, ENGINE = roles.OTHER, roles.ENGINE
+    prefixes: tuple = ()
+    rest = ""
     for m in matches:
         text = m.text
-        index = m.index
         rule = m.rule
-        # m.text is lines[index] ANSI-stripped: one peel gives its prefixes and its own timestamp
-        pk = peeled.get(index)
-        if pk is None:
-            pk = peeled[index] = peel_stripped(text)
-        dt = explicit_ts[index] if explicit_ts is not None else None
-        if dt is None:
-            dt = memo.get(index, _NO_TS)  # type: ignore[arg-type]
-            if dt is _NO_TS:
-                dt = memo[index] = timestamp_of_peeled(pk[1], pk[2], now)  # == line_timestamp(lines[index], now)
+        if m.index != index:
+            # a line's time and prefixes, once per line (a line may match several rules)
+            index = m.index
+            # m.text is lines[index] ANSI-stripped: one peel gives its prefixes and its own timestamp
+            pk, own_dt = peel_and_stamp(text, now)  # own_dt == line_timestamp(lines[index], now)
+            dt = explicit_ts[index] if explicit_ts is not None else None
             if dt is None:
-                dt = _line_time(lines, index, now, memo, explicit_ts)
-        ts = dt.timestamp() if dt is not None else no_ts
-        # peel_prefixes strips again: only a text that still holds an ESC can differ from the peel above
-        prefixes, rest = peel_prefixes(text) if "\x1b" in text else pk[:2]
+                dt = memo[index] = own_dt
+                if dt is None:
+                    dt = _line_time(lines, index, now, memo, explicit_ts, walked)
+            if dt is None:
+                ts = no_ts
+            elif dt is stamp:
+                ts = stamp_ts
+            else:
+                stamp, ts = dt, dt.timestamp()
+                stamp_ts = ts
+            # peel_prefixes strips again: only a text that still holds an ESC can differ from the peel above
+            prefixes, rest = peel_prefixes(text) if "\x1b" in text else pk[:2]
         ri = by_rule.get(rule.id)
         if ri is None:
             decl = catalog.signals.get(rule.signal)
@@ -276,17 +296,34 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
                                      rule.signal not in ("python_exception", "trainer_metrics_nonfinite"))
         pa = by_prefixes.get(prefixes)
         if pa is None:
-            pa = by_prefixes[prefixes] = (roles.role_of_prefixes(prefixes), _attempt_for(state, batch, prefixes))
+            pa = by_prefixes[prefixes] = (roles.role_of_prefixes(prefixes), _attempt_for(state, batch, prefixes), {})
         role = pa[0] or st.role
-        if role == roles.OTHER and ri[1] is not None:
+        if role == OTHER and ri[1] is not None:
             role = ri[1]
         attempt = pa[1]
         offset = offsets[index] if offsets is not None else None
-        ev = Ev(ts, key, _clip(text), rule.id, file=stream, offset=offset)
+        ev = Ev(ts, key, _clip(text), rule.id, stream, offset)
         if ri[0] == "engine_stats" and ri[3]:
-            # most matched lines of dense logs: what _apply_match does for them, without its dispatch
-            _touch_role(state, roles.ENGINE, ts)
-            _engine_stats(state, m.fields, prefixes, ts, batch, key)
+            f = m.fields
+            if ts is not None:  # _touch_role(state, roles.ENGINE, ts)
+                prev = role_last_ts.get(ENGINE)
+                if prev is None or ts > prev:
+                    role_last_ts[ENGINE] = ts
+            label = str(f.get("engine") or "") or None
+            eid = pa[2].get(label)
+            if eid is None:
+                eid = pa[2][label] = roles.engine_identity(prefixes, label, engine_stream)
+            eng = engines.get(eid)
+            if eng is None or ts is None:
+                _engine_stats(state, f, prefixes, ts, batch, key)  # a new engine (may evict one), or no time
+            else:
+                gb = state.gen_bucket
+                if gb is None or int(ts // GEN_HISTORY_BUCKET_S) * GEN_HISTORY_BUCKET_S > gb:
+                    _roll_gen_bucket(state, ts)
+                _engine_sample(eng, ts, _finite_or_zero(f.get("generation_tokens_per_s")),
+                               _finite_or_zero(f.get("prompt_tokens_per_s")), _finite_or_zero(f.get("running")),
+                               _finite_or_zero(f.get("waiting")),
+                               kv if type(kv := f.get("kv_cache_pct")) is float and kv - kv == 0.0 else _kv_pct(f))
             note_signal(state, rule.signal, ev, attempt, role)
         else:
             _apply_match(state, m, rest, prefixes, role, ts, ev, attempt, lines, batch, key, catalog, ri[0])
@@ -309,25 +346,55 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     return findings
 
 
+def _finite_or_zero(v: object) -> float:
+    """`_float(v) or 0.0`, with the common cases (a float or an int from the extraction) first."""
+    t = type(v)
+    if t is float:
+        return (v or 0.0) if v - v == 0.0 else 0.0  # type: ignore[operator,return-value]  # finite: inf-inf, nan-nan are nan
+    if t is int:
+        try:
+            return float(v) or 0.0  # type: ignore[arg-type]
+        except OverflowError:
+            return 0.0
+    return _float(v) or 0.0
+
+
 _LOOKBACK_FOR_TIME = TIME_LOOKBACK_LINES
 _NO_TS = object()
 
 
 def _line_time(lines: list[str], index: int, now: datetime, memo: dict,
-               explicit_ts: list | None = None) -> datetime | None:
+               explicit_ts: list | None = None, walked: dict[int, tuple[datetime | None, int]] | None = None,
+               ) -> datetime | None:
     """A line's own timestamp, else the nearest earlier one in the batch (tqdm bars, traceback bodies).
 
     An earlier line's time in the batch's `ts` column wins over its text: a replay rebases `ts`
-    (the text keeps the capture's time)."""
-    for j in range(index, max(index - _LOOKBACK_FOR_TIME, -1), -1):
+    (the text keeps the capture's time). `walked` (per batch) remembers each walk's answer and the
+    line it stopped at: a later walk that reaches a walked line ends there (runs of unstamped progress
+    bars), with that answer when its stop lies inside this walk's window, else with none (every line
+    between was unstamped)."""
+    lo = max(index - _LOOKBACK_FOR_TIME, -1)
+    found: datetime | None = None
+    stop = lo
+    for j in range(index, lo, -1):
         if explicit_ts is not None and explicit_ts[j] is not None:
-            return explicit_ts[j]
+            found, stop = explicit_ts[j], j
+            break
+        if walked is not None and j != index:
+            w = walked.get(j)
+            if w is not None:
+                if w[1] > lo:
+                    found, stop = w
+                break
         dt = memo.get(j, _NO_TS)
         if dt is _NO_TS:
-            dt = memo[j] = line_timestamp(lines[j], now)
+            dt = memo[j] = line_timestamp_seen(lines[j], now)
         if dt is not None:
-            return dt
-    return None
+            found, stop = dt, j
+            break
+    if walked is not None:
+        walked[index] = (found, stop)
+    return found
 
 
 def _apply_match(state: JobHealth, m: LineMatch, rest: str, prefixes, role: str, ts: float | None, ev: Ev,
@@ -570,7 +637,9 @@ def _trainer_metrics(state: JobHealth, f: dict, ts: float | None, ev: Ev) -> Non
     """Loss, grad norm and entropy from WANDB_MIRROR JSON or SkyRL's printed stats dict (both key: number)."""
     raw = f.get("metrics")
     step = _as_int(f.get("step"))
-    pairs = (_METRIC_PAIR_RE.findall(raw) or _BARE_PAIR_RE.findall(raw)) if isinstance(raw, str) else []
+    # quoted pairs need a quote: verl's and Megatron's lines skip that search (a substring test is ~free)
+    pairs = (("'" in raw or '"' in raw) and _METRIC_PAIR_RE.findall(raw) or _BARE_PAIR_RE.findall(raw)) \
+        if isinstance(raw, str) else []
     if step is not None and ts is not None:
         tr = state.trainer
         if tr.last_step is None or step > tr.last_step:

@@ -38,6 +38,8 @@ __all__ = [
     "line_timestamp",
     "normalize",
     "peel_stripped",
+    "peel_and_stamp",
+    "line_timestamp_seen",
     "timestamp_of_peeled",
     "parse_memo",
     "remember_parse",
@@ -292,6 +294,15 @@ def line_timestamp(line: str, ref: datetime, tz: tzinfo = UTC) -> datetime | Non
 
 _HAS_CLOCK_RE = re.compile(r":\d\d:")
 
+def line_timestamp_seen(line: str, ref: datetime, tz: tzinfo = UTC) -> datetime | None:
+    """:func:`line_timestamp`, storing nothing in the memos (see :func:`peel_and_stamp`): for the lines the
+    core reads once, the lines before an unstamped match."""
+    hit = _TS_CACHE.get((line, ref, tz), _MISS)
+    if hit is not _MISS:
+        return hit  # type: ignore[return-value]
+    stripped = strip_ansi(line)
+    return peel_and_stamp(stripped, ref, tz)[1] if _HAS_CLOCK_RE.search(stripped) else None
+
 # line_timestamp is pure: a small memo lets the log reader (batch event_time) and the core (stream
 # freshness) share the parse of a batch's last lines, which both look at.
 _TS_CACHE: dict[tuple[str, datetime, tzinfo], datetime | None] = {}
@@ -333,6 +344,24 @@ def peel_stripped(text: str) -> tuple[tuple[Prefix, ...], str, datetime | None]:
     return _peel(text)
 
 
+def peel_and_stamp(text: str, ref: datetime, tz: tzinfo = UTC) -> tuple[tuple[tuple[Prefix, ...], str, datetime | None],
+                                                                        datetime | None]:
+    """``(peel_stripped(text), timestamp_of_peeled(*peel_stripped(text)[1:], ref, tz))`` for the core's matched
+    lines: a parse this process memoised (a prefiltering reader's, a worker's `remember_parse`) is used, and
+    nothing new is stored: a dense log's matched lines are all different, and storing them only churns the
+    memos (the prefix and matched-stamp memos still serve the parse)."""
+    pk = _PEEL_MEMO.get(text)
+    if pk is None:
+        pk = _peel_uncached(text)
+    outer = pk[2]
+    if outer is not None:
+        return pk, outer
+    dt = _STAMP_MEMO.get((pk[1], None, ref, tz), _MISS)
+    if dt is _MISS:
+        dt = _stamp_of_rest(pk[1], ref, tz)
+    return pk, dt  # type: ignore[return-value]
+
+
 def timestamp_of_peeled(rest: str, outer: datetime | None, ref: datetime, tz: tzinfo = UTC) -> datetime | None:
     """:func:`line_timestamp` from the result of :func:`peel_stripped` (its last two items)."""
     if outer is not None:
@@ -362,7 +391,8 @@ def _stamp_of_rest(rest: str, ref: datetime, tz: tzinfo) -> datetime | None:
             dt = _MATCHED_STAMP_MEMO[key] = _stamp_of_match(m, ref, tz)
         if dt is not _MISS:
             return dt  # type: ignore[return-value]
-    m2 = _TS_ANY_ISO_RE.search(rest)
+    # the pattern holds a literal "T" and "-": substring tests (memchr) are the quick no for most lines
+    m2 = _TS_ANY_ISO_RE.search(rest) if "T" in rest and "-" in rest else None
     if m2 is not None:
         y, mo, d, h, mi, s, frac, tzs = m2.groups()
         return _aware(y, mo, d, h, mi, s, frac, tzs, tz)

@@ -88,8 +88,12 @@ def _restarted(advances: list[tuple[float, float, int]], restarts: list[float]) 
 
 def _typical(advances: list[tuple[float, float, int]], restarted: list[bool],
              fallback: float | None) -> float | None:
-    per_step = sorted((end - start) / steps for (start, end, steps), r in zip(advances, restarted, strict=True)
-                      if not r)
+    if len(restarted) != len(advances):
+        raise ValueError("one restarted flag per advance")
+    if any(restarted):
+        per_step = sorted([(end - start) / steps for (start, end, steps), r in zip(advances, restarted) if not r])
+    else:  # the common case (an advance evicted on every step once the history is full): no flags to test
+        per_step = sorted([(end - start) / steps for start, end, steps in advances])
     n = len(per_step)
     if n < MIN_TYPICAL_SAMPLES:
         return fallback
