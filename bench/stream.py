@@ -331,6 +331,12 @@ def _bench_flood(args: argparse.Namespace, bootstrap: str, catalog: TopicCatalog
     print(f"latency probes while {args.flood_per_s:,.0f} bad records/s keep arriving", flush=True)
     lat, missing = asyncio.run(_measure_latency(bootstrap, catalog, templates, probes, args.flood_per_s,
                                                 args.probe_interval))
+    m = scrape(port)
+    print("worker after the probes: " + ("exited %s" % worker.returncode if worker.poll() is not None else ", ".join(
+        f"{k.removeprefix('rlhealth_')}={v:g}" for k, v in sorted(m.items())
+        if k.startswith(("rlhealth_consumer_lag", "rlhealth_event_loop_lag", "rlhealth_partitions_owned",
+                         "rlhealth_caught_up", "rlhealth_events_processed_total", "rlhealth_jobs_owned")))),
+          flush=True)
     if not lat:
         raise SystemExit("no probe verdict arrived")
     lat_all = lat + [float("inf")] * missing

@@ -20,7 +20,7 @@ from rlhealth.agents.findings import JobMetrics
 from rlhealth.schemas import Evidence, Gate, Gates, Verdict, job_key
 from rlhealth.sinks.prometheus import Exporter
 from rlhealth.streams.tables import BookFacts, VerdictBook
-from rlhealth.streams.workers import StreamWorker, WorkerSettings
+from rlhealth.streams.workers import StreamWorker, WorkerSettings, _Tally
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 TICK_S = 60.0
@@ -100,6 +100,7 @@ def offline_worker(clock: list[datetime]) -> StreamWorker:
     w.store, w.captured = None, "stream: test"
     w._judging = asyncio.Lock()
     w._metrics_at, w._seen, w._terminal_since, w._dirty, w._books = {}, {}, {}, set(), {}
+    w._tally, w._dead_partitions = _Tally(), {}
     w.settings = replace(w.settings, idle_expiry_secs=1e9, terminal_expiry_secs=1e9)
     return w
 
