@@ -100,7 +100,7 @@ def offline_worker(clock: list[datetime]) -> StreamWorker:
     w.store, w.captured = None, "stream: test"
     w._judging = asyncio.Lock()
     w._metrics_at, w._seen, w._terminal_since, w._dirty, w._books = {}, {}, {}, set(), {}
-    w._tally, w._dead_partitions = _Tally(), {}
+    w._tally, w._dead_partitions, w._news = _Tally(), {}, set()
     w.settings = replace(w.settings, idle_expiry_secs=1e9, terminal_expiry_secs=1e9)
     return w
 
@@ -194,6 +194,9 @@ def test_a_poll_that_repeats_the_scheduler_view_is_not_judged_at_once() -> None:
                                       pods=2, failure_count=0, attempt=0, max_retries=1, scheduler="kubernetes")
         pending: dict[bytes, Any] = {}
         assert w.handle("jobstate", 0, 0, key, encode(JobStatePoll(**{**fields, **over})), pending=pending) is None
+        # not due before the new state is in the table: the fast tick would judge the older one (or,
+        # for a new job, nothing) and the news would wait for the regular tick
+        assert key not in w._dirty
         w._write_back(pending)
         return key in w._dirty
 

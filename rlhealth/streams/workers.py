@@ -234,6 +234,7 @@ class StreamWorker:
         self.catchup_targets: dict[TP, int] = {}
         self._assignment_pending = True
         self._dirty: set[bytes] = set()
+        self._news: set[bytes] = set()  # jobs with news whose new state is not in the table yet
         self._tally = _Tally()
         self._dead_partitions: dict[bytes, int] = {}  # key -> its partition of the dead-letter topic
         # Expiry bookkeeping (wall clock, Unix s): when a record last arrived for a job, and since when
@@ -370,7 +371,7 @@ class StreamWorker:
         self._seen[expected] = now.timestamp()
         pending[expected] = state  # an ended job keeps its state until its final verdict is out (`_expire`)
         if findings or (kind in URGENT_KINDS and not self._repeated_poll(before, state)):
-            self._dirty.add(expected)
+            self._news.add(expected)  # due for a fast judgement once the state is in the table
         tally.processed[kind] += 1
         lines = getattr(ev, "lines", None)
         if lines:
@@ -445,7 +446,11 @@ class StreamWorker:
                 return
 
     def _write_back(self, states: dict[bytes, Any]) -> None:
-        """Reassign each job's table value (never mutate it in place): the assignment is the changelog write."""
+        """Reassign each job's table value (never mutate it in place): the assignment is the changelog write.
+
+        Jobs with news become due for the fast judgement only here: marked while their new state was
+        still in the buffer (its dead letters being delivered), the fast tick judged the table's older
+        state, or skipped a new job, and the news waited for the next regular tick."""
         table = self.tables.job_health
         for key, state in states.items():
             if state is None:
@@ -453,6 +458,9 @@ class StreamWorker:
                     del table[key]
             else:
                 table[key] = state.to_bytes()
+        if self._news:
+            self._dirty |= self._news
+            self._news = set()
 
     def _load(self, key: bytes, job_id: str) -> Any:
         raw = self.tables.job_health.get(key)
