@@ -126,6 +126,7 @@ class _Sent(NamedTuple):
     expiry: str | None
     stability: Stability
 
+
 class OutgoingDeadLetter(NamedTuple):
     """A dead letter ready to send: its key and partition on the dead-letter topic, and the record's
     bytes (`dead_letter_json`, what `encode(DeadLetter.build(...))` gives)."""
