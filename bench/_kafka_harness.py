@@ -42,6 +42,45 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_cpu() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far, summed over its CPUs (/proc/stat)."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    tck = os.sysconf("SC_CLK_TCK")
+    return (sum(fields) - idle) / tck, sum(fields) / tck
+
+
+def listener_pid(bootstrap: str) -> int | None:
+    """The local process listening on the bootstrap's port (the broker), or None when it is not
+    on this machine or cannot be seen (/proc/net/tcp, then the socket among /proc/*/fd)."""
+    try:
+        port = int(bootstrap.split(",")[0].rsplit(":", 1)[1])
+    except (IndexError, ValueError):
+        return None
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            if len(cols) > 9 and cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f"socket:[{cols[9]}]")
+    if not inodes:
+        return None
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                    return int(pid)
+        except OSError:
+            continue
+    return None
+
+
 def broker_env(name: str) -> dict[str, str] | None:
     """scripts/kafka.sh's environment with a broker dir of this bench's own; None with $KAFKA_BOOTSTRAP."""
     if os.environ.get("KAFKA_BOOTSTRAP", "").strip():

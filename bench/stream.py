@@ -137,6 +137,8 @@ async def _measure_latency(bootstrap: str, catalog: TopicCatalog, templates: dic
     await consumer.start()
     sent_at: dict[str, float] = {}
     got_at: dict[str, float] = {}
+    judged_at: dict[str, float] = {}  # the B FAIL verdict's judging time (the worker's clock)
+    first_seen: dict[str, tuple[float, str, int]] = {}  # the job's first verdict: arrival, gate B, seq
     stop = asyncio.Event()
     try:
         tps = [AioTP(catalog.verdicts, p) for p in range(catalog.partitions)]
@@ -152,8 +154,11 @@ async def _measure_latency(bootstrap: str, catalog: TopicCatalog, templates: dic
                 for recs in batch.values():
                     for r in recs:
                         v = decode_verdict(r.value)
+                        if v.job_id in sent_at and v.job_id not in first_seen:
+                            first_seen[v.job_id] = (now, v.gates.B.status, v.seq)
                         if v.job_id in sent_at and v.job_id not in got_at and v.gates.B.status == "FAIL":
                             got_at[v.job_id] = now
+                            judged_at[v.job_id] = v.produced_at.timestamp()
 
         async def load() -> None:
             i, start, jobs = 0, time.monotonic(), len(templates)
@@ -181,8 +186,12 @@ async def _measure_latency(bootstrap: str, catalog: TopicCatalog, templates: dic
         await consumer.stop()
         await producer.stop()
     slowest = sorted(got_at, key=lambda j: sent_at[j] - got_at[j])[:3]
-    print("slowest probes: " + ", ".join(f"{j} (#{list(sent_at).index(j) + 1} of {len(sent_at)}) "
-                                         f"{got_at[j] - sent_at[j]:.2f}s" for j in slowest), flush=True)
+    # where a slow probe's time went: to the worker's judgement of it (judged - sent), then to the
+    # verdict's way back (got - judged); and whether its first verdict already had gate B FAIL
+    print("slowest probes: " + ", ".join(
+        f"{j} (#{list(sent_at).index(j) + 1} of {len(sent_at)}) {got_at[j] - sent_at[j]:.2f}s "
+        f"[judged +{judged_at[j] - sent_at[j]:.2f}s; first verdict +{first_seen[j][0] - sent_at[j]:.2f}s "
+        f"B={first_seen[j][1]} seq={first_seen[j][2]}]" for j in slowest), flush=True)
     return sorted(got_at[j] - sent_at[j] for j in got_at), len(sent_at) - len(got_at)
 
 
@@ -331,6 +340,12 @@ def _bench_flood(args: argparse.Namespace, bootstrap: str, catalog: TopicCatalog
     print(f"latency probes while {args.flood_per_s:,.0f} bad records/s keep arriving", flush=True)
     lat, missing = asyncio.run(_measure_latency(bootstrap, catalog, templates, probes, args.flood_per_s,
                                                 args.probe_interval))
+    m = scrape(port)
+    print("worker after the probes: " + ("exited %s" % worker.returncode if worker.poll() is not None else ", ".join(
+        f"{k.removeprefix('rlhealth_')}={v:g}" for k, v in sorted(m.items())
+        if k.startswith(("rlhealth_consumer_lag", "rlhealth_event_loop_lag", "rlhealth_partitions_owned",
+                         "rlhealth_caught_up", "rlhealth_events_processed_total", "rlhealth_jobs_owned")))),
+          flush=True)
     if not lat:
         raise SystemExit("no probe verdict arrived")
     lat_all = lat + [float("inf")] * missing

@@ -43,6 +43,7 @@ import uuid
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -54,6 +55,8 @@ from stream import LINES_PER_BATCH, _produce_backlog, broker_env, corpus_lines  
 from bench._kafka_harness import (  # noqa: E402
     cpu_seconds,
     free_port,
+    listener_pid,
+    machine_cpu,
     scrape,
     start_broker,
     stop_broker,
@@ -112,8 +115,24 @@ def make_batch(lines: list[str], job: str, chunk: int) -> bytes:
                            source=Source(stream="logs/pod_rank0.log", host="bench")))
 
 
-def throughput(bootstrap: str, n_workers: int, args: argparse.Namespace, lines: list[str]) -> tuple[float, float]:
-    """Lines/s of `n_workers` workers on a fresh backlog, and lines per CPU second of the workers."""
+class Phase(NamedTuple):
+    """One throughput phase over its measured window: lines/s, and CPU cores used on average by the
+    workers, by the broker and by the whole machine (everything: other processes too)."""
+
+    rate: float
+    workers_cores: float
+    broker_cores: float
+    machine_cores: float
+    window_s: float
+
+    def cpu_per_mline(self, cores: float) -> float:
+        """CPU seconds per million lines at `cores` cores of use."""
+        return cores / self.rate * 1e6
+
+
+def throughput(bootstrap: str, n_workers: int, args: argparse.Namespace, lines: list[str]) -> Phase:
+    """`n_workers` workers folding a fresh backlog produced in full before they start (no producer
+    competes for the CPU while they run); the rate is from their own processed-line counters."""
     catalog = TopicCatalog(prefix=f"wk{n_workers}-{uuid.uuid4().hex[:8]}.", partitions=args.partitions)
     ensure_topics(bootstrap, catalog)
     templates = {j: [make_batch(lines, f"load-{j:03d}", c) for c in range(8)] for j in range(args.jobs)}
@@ -121,8 +140,18 @@ def throughput(bootstrap: str, n_workers: int, args: argparse.Namespace, lines: 
     asyncio.run(_produce_backlog(bootstrap, catalog.topic_for_kind("log_batch"), templates, args.batches))
     total = args.batches * LINES_PER_BATCH
     print(f"produced {args.batches} batches ({total:,} lines) in {time.perf_counter() - t0:.1f}s", flush=True)
+    broker = listener_pid(bootstrap)
+
+    def broker_cpu() -> float:
+        try:
+            return cpu_seconds(broker) if broker else float("nan")
+        except OSError:
+            return float("nan")
+
+    time.sleep(2)  # the broker's own work after the produce (flushes) is not counted against the workers
     workers = [Worker(f"t{n_workers}-{i}", bootstrap, catalog, args.tick_secs) for i in range(n_workers)]
-    samples: list[tuple[float, float, bool, float]] = []  # time, lines done, group holds every partition, CPU s
+    # time, lines done, group holds every partition, workers' CPU s, broker CPU s, machine busy CPU s
+    samples: list[tuple[float, float, bool, float, float, float]] = []
     try:
         deadline = time.monotonic() + 900
         while time.monotonic() < deadline:
@@ -130,7 +159,8 @@ def throughput(bootstrap: str, n_workers: int, args: argparse.Namespace, lines: 
             done = sum(m.get("rlhealth_log_lines_processed_total", 0.0) for m in ms)
             owned = [m.get("rlhealth_partitions_owned", 0.0) for m in ms]
             whole = all(o > 0 for o in owned) and sum(owned) == args.partitions
-            samples.append((time.monotonic(), done, whole, sum(w.cpu() for w in workers)))
+            samples.append((time.monotonic(), done, whole, sum(w.cpu() for w in workers), broker_cpu(),
+                            machine_cpu()[0]))
             if done >= total:
                 break
             lag = sum(v for m in ms for k, v in m.items() if k.startswith("rlhealth_consumer_lag"))
@@ -144,16 +174,29 @@ def throughput(bootstrap: str, n_workers: int, args: argparse.Namespace, lines: 
         hi = next(s for s in samples if s[1] >= 0.9 * total)
         if hi[0] <= lo[0]:
             raise SystemExit("the group settled only after 90% of the backlog: raise --batches")
-        rate = (hi[1] - lo[1]) / (hi[0] - lo[0])
-        per_cpu = (hi[1] - lo[1]) / max(hi[3] - lo[3], 1e-9)
-        print(f"{n_workers} worker(s): {rate:,.0f} lines/s over {hi[0] - lo[0]:.1f}s "
-              f"({(hi[1] - lo[1]) / total:.0%} of the backlog), workers' CPU {(hi[3] - lo[3]) / (hi[0] - lo[0]):.2f} "
-              f"cores, {per_cpu:,.0f} lines per CPU second; load average {os.getloadavg()[0]:.1f}", flush=True)
-        return rate, per_cpu
+        span = hi[0] - lo[0]
+        phase = Phase((hi[1] - lo[1]) / span, (hi[3] - lo[3]) / span, (hi[4] - lo[4]) / span,
+                      (hi[5] - lo[5]) / span, span)
+        print(f"{n_workers} worker(s): {phase.rate:,.0f} lines/s over {span:.1f}s "
+              f"({(hi[1] - lo[1]) / total:.0%} of the backlog); CPU cores used: workers {phase.workers_cores:.2f}, "
+              f"broker {phase.broker_cores:.2f}, whole machine {phase.machine_cores:.2f} of {os.cpu_count()}; "
+              f"CPU s per million lines: workers {phase.cpu_per_mline(phase.workers_cores):.2f}, broker "
+              f"{phase.cpu_per_mline(phase.broker_cores):.2f}; load average {os.getloadavg()[0]:.1f}", flush=True)
+        return phase
     finally:
         for w in workers[1:]:
             w.stop()
         stop_worker_and_topics(workers[0].proc, bootstrap, catalog.prefix)
+
+
+def cpu_bound_ratio(one: Phase, two: Phase) -> float:
+    """The highest two-worker/one-worker ratio the machine's CPUs allow: all of them, less what other
+    processes used during the one-worker phase, spent at the two-worker phase's CPU cost per line
+    (workers + broker), against the one-worker rate."""
+    ncpu = os.cpu_count() or 1
+    others = max(one.machine_cores - one.workers_cores - one.broker_cores, 0.0)
+    per_line = (two.workers_cores + two.broker_cores) / two.rate
+    return (ncpu - others) / per_line / one.rate
 
 
 async def _refresh(bootstrap: str, topic: str, batches: dict[str, bytes], per_s: float, stop: asyncio.Event,
@@ -290,25 +333,33 @@ def main() -> int:
     env = broker_env()
     try:
         bootstrap = start_broker(env)
-        ratio = float("nan")
+        ratio = bound = float("nan")
         if not args.skip_throughput:
             lines = corpus_lines(LINES_PER_BATCH * 8, 0.02)
             if args.two_first:
-                two, two_cpu = throughput(bootstrap, 2, args, lines)
-                one, one_cpu = throughput(bootstrap, 1, args, lines)
+                two = throughput(bootstrap, 2, args, lines)
+                one = throughput(bootstrap, 1, args, lines)
             else:
-                one, one_cpu = throughput(bootstrap, 1, args, lines)
-                two, two_cpu = throughput(bootstrap, 2, args, lines)
-            ratio = two / one
-            print(f"throughput ratio 2 workers / 1: {ratio:.2f} (lines per CPU second {two_cpu / one_cpu:.2f}x)",
-                  flush=True)
+                one = throughput(bootstrap, 1, args, lines)
+                two = throughput(bootstrap, 2, args, lines)
+            ratio = two.rate / one.rate
+            bound = cpu_bound_ratio(one, two)
+            print(f"throughput ratio 2 workers / 1: {ratio:.2f}; workers' CPU per line 2 vs 1: "
+                  f"{two.workers_cores / two.rate / (one.workers_cores / one.rate):.2f}x; the most the CPUs allow "
+                  f"(all {os.cpu_count()} CPUs less other processes' use, at the two-worker CPU cost per line of workers "
+                  f"and broker): {bound:.2f}", flush=True)
+            cpu = (f" cpu_bound_ratio={bound:.2f} workers_cores={one.workers_cores:.2f}/{two.workers_cores:.2f} "
+                   f"broker_cores={one.broker_cores:.2f}/{two.broker_cores:.2f} "
+                   f"machine_cores={one.machine_cores:.2f}/{two.machine_cores:.2f}")
+        else:
+            cpu = ""
         if args.skip_rebalance:
-            print(f"RESULT workers=2 throughput_ratio={ratio:.2f}")
+            print(f"RESULT workers=2 throughput_ratio={ratio:.2f}{cpu}")
             return 0
         r = rebalance(bootstrap, args)
         print(f"RESULT workers=2 throughput_ratio={ratio:.2f} rebalance_s={r['join_s']:.1f} "
               f"jobs_owned_twice={r['twice']:.0f} jobs_unowned={r['unowned']:.0f} leave_rebalance_s={r['leave_s']:.1f} "
-              f"dup_seq_jobs={r['dup_seq_jobs']:.0f}")
+              f"dup_seq_jobs={r['dup_seq_jobs']:.0f}{cpu}")
         return 0
     finally:
         stop_broker(env)

@@ -46,6 +46,8 @@ class Settings(BaseSettings):
     lean_delivery: bool = Field(False, description="1: the worker delivers each record to its agent in place "
                                                    "in steady state (~35% less CPU per record under floods; "
                                                    "opt-in until a long rebalance soak test has run)")
+    batch_intake: bool = Field(False, description="1: the worker takes event-topic records in lists past faust's "
+                                                  "per-message stream (rlhealth/streams/batch_intake.py)")
     profile: Path | None = Field(None, description="the worker's event loop is profiled (cProfile) into this file")
     faust_datadir: Path | None = Field(None, description="faust's local table store of the worker")
     native: bool = Field(True, description="0 forces the pure-Python twins of the C line helper")

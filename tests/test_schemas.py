@@ -6,6 +6,7 @@ import base64
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta, timezone
 
 import orjson
 import pytest
@@ -191,6 +192,34 @@ def test_dead_letter_keeps_original_bytes_and_provenance():
     assert (back.source_topic, back.source_partition, back.source_offset, back.reason) == ("rlhealth.logs", 3, 17, "invalid_json")
     assert len(back.detail) == 2000  # bounded
     assert back.kind == "dead_letter"
+
+
+@pytest.mark.parametrize("at", [
+    datetime(2026, 12, 2, 10, 42, 40, 829943, tzinfo=UTC),
+    datetime(2026, 12, 2, 10, 42, 40, tzinfo=UTC),  # no microseconds: both must leave them out
+    datetime(2026, 12, 2, 10, 42, 40, 7),  # naive: taken as UTC
+    datetime(2026, 12, 2, 5, 42, 40, 7, tzinfo=timezone(timedelta(hours=-5))),  # converted to UTC
+])
+@pytest.mark.parametrize("fields", [
+    {},
+    {"key": b"k\xff", "topic": "rlhealth.logs", "partition": 1, "offset": 2, "job_id": "j\u00e9", "stage": "core"},
+])
+def test_dead_letter_bytes_without_the_model_equal_the_models_encoding(at, fields):
+    from rlhealth.schemas.codec import dead_letter_json
+
+    original = b'\xff{"broken\x00'
+    want = encode(DeadLetter.build(original, "invalid_json", "d" * 3000, received_at=at, **fields))
+    assert dead_letter_json(original, "invalid_json", "d" * 3000, received_at=at, **fields) == want
+
+
+@pytest.mark.parametrize(("payload", "reason"), [
+    (b'{"schema_version": 1, "kind": "log_batch", "lines": ["a", "b"', "invalid_json"),  # truncated
+    (b'{"a": 1} trailing', "invalid_json"),
+    (b'{"schema_version": 7}  \n', "unsupported_schema_version"),  # whitespace after the object is JSON
+    (b"[1, 2]", "not_an_object"),
+])
+def test_an_object_not_ending_in_a_brace_is_invalid_json_like_the_parser_says(payload, reason):
+    assert _reason(payload) == reason
 
 
 def test_verdict_round_trip_and_version_check():

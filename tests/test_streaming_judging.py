@@ -20,7 +20,7 @@ from rlhealth.agents.findings import JobMetrics
 from rlhealth.schemas import Evidence, Gate, Gates, Verdict, job_key
 from rlhealth.sinks.prometheus import Exporter
 from rlhealth.streams.tables import BookFacts, VerdictBook
-from rlhealth.streams.workers import StreamWorker, WorkerSettings
+from rlhealth.streams.workers import StreamWorker, WorkerSettings, _Tally
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 TICK_S = 60.0
@@ -100,6 +100,7 @@ def offline_worker(clock: list[datetime]) -> StreamWorker:
     w.store, w.captured = None, "stream: test"
     w._judging = asyncio.Lock()
     w._metrics_at, w._seen, w._terminal_since, w._dirty, w._books = {}, {}, {}, set(), {}
+    w._tally, w._dead_partitions, w._news = _Tally(), {}, set()
     w.settings = replace(w.settings, idle_expiry_secs=1e9, terminal_expiry_secs=1e9)
     return w
 
@@ -193,6 +194,9 @@ def test_a_poll_that_repeats_the_scheduler_view_is_not_judged_at_once() -> None:
                                       pods=2, failure_count=0, attempt=0, max_retries=1, scheduler="kubernetes")
         pending: dict[bytes, Any] = {}
         assert w.handle("jobstate", 0, 0, key, encode(JobStatePoll(**{**fields, **over})), pending=pending) is None
+        # not due before the new state is in the table: the fast tick would judge the older one (or,
+        # for a new job, nothing) and the news would wait for the regular tick
+        assert key not in w._dirty
         w._write_back(pending)
         return key in w._dirty
 
@@ -203,3 +207,37 @@ def test_a_poll_that_repeats_the_scheduler_view_is_not_judged_at_once() -> None:
     assert poll(40, pods=1)  # the same view after a silence longer than a tick
     assert poll(41, state="failed", pods=0)
     assert not poll(30, state="running")  # an older poll arriving late changes nothing
+
+
+def test_a_bad_record_becomes_dead_letter_bytes_keyed_like_the_partitioner_and_is_counted() -> None:
+    from aiokafka.partitioner import murmur2
+
+    from rlhealth.schemas import DeadLetter
+    from rlhealth.schemas.topics import TopicCatalog
+
+    w = offline_worker([T0])
+    w.catalog = TopicCatalog(prefix="t.", partitions=12)
+    w._kinds, w.processed_next = {"logs": ("log_batch",)}, {}
+    value = b'{"schema_version": 1, "kind": "log_batch", "lines": ["cut'
+    # without `pending` (one record alone) the counts reach the exporter at once
+    out = w.handle("logs", 3, 41, b"job-flood-7", value)
+    assert out is not None and out.reason == "invalid_json"
+    assert out.key == b"job-flood-7" and out.partition == (murmur2(b"job-flood-7") & 0x7FFFFFFF) % 12
+    letter = DeadLetter.model_validate_json(out.value)
+    assert letter.original() == value and (letter.source_topic, letter.source_partition, letter.source_offset) == (
+        "logs", 3, 41)
+    assert letter.received_at == T0 and out.letter() == letter
+    registry = w.exporter.registry
+    assert registry.get_sample_value("rlhealth_events_dead_lettered_total",
+                                     {"kind": "log_batch", "reason": "invalid_json"}) == 1.0
+    assert registry.get_sample_value("rlhealth_events_received_total", {"kind": "log_batch"}) == 1.0
+    assert w.processed_next  # the offset counts as processed
+    # inside a buffer (`pending`), the counts wait for the buffer's flush
+    for offset in range(5):
+        assert w.handle("logs", 3, 42 + offset, None, b"[1]", pending={}) is not None
+    assert registry.get_sample_value("rlhealth_events_dead_lettered_total",
+                                     {"kind": "log_batch", "reason": "not_an_object"}) is None
+    w._flush_tally()
+    assert registry.get_sample_value("rlhealth_events_dead_lettered_total",
+                                     {"kind": "log_batch", "reason": "not_an_object"}) == 5.0
+    assert registry.get_sample_value("rlhealth_events_failed_total", {"kind": "log_batch"}) == 6.0

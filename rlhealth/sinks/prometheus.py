@@ -387,9 +387,9 @@ class Exporter(JobExporter):
     def failed(self, kind: str | None, n: int = 1) -> None:
         self.events_failed.labels(bounded(kind, EVENT_KINDS, "unknown")).inc(n)
 
-    def dead_lettered(self, kind: str | None, reason: str) -> None:
+    def dead_lettered(self, kind: str | None, reason: str, n: int = 1) -> None:
         self.events_dead_lettered.labels(bounded(kind, EVENT_KINDS, "unknown"),
-                                         bounded(reason, DEAD_LETTER_REASONS, "other")).inc()
+                                         bounded(reason, DEAD_LETTER_REASONS, "other")).inc(n)
 
     def verdict_published(self, verdict: str) -> None:
         self.verdicts_published.labels(bounded(verdict, VERDICTS, "NO-KILL")).inc()

@@ -42,13 +42,13 @@ it and the changelog restores the state.
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import os
 import shutil
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -65,11 +65,13 @@ from rlhealth.agents.core import as_of_verdict
 from rlhealth.agents.findings import JobMetrics
 from rlhealth.agents.stability import Stability, key_facts, stabilize
 from rlhealth.schemas import DeadLetter, EventDecodeError, Verdict, decode_event, encode, job_key
+from rlhealth.schemas.codec import dead_letter_json
 from rlhealth.schemas.kafka_security import KafkaSecurity, resolve
 from rlhealth.schemas.topics import TopicCatalog
 from rlhealth.sinks.evidence_records import finding_record, metrics_point
 from rlhealth.sinks.prometheus import Exporter
 from rlhealth.streams.app import DEFAULT_APP_ID, group_id, make_app
+from rlhealth.streams.batch_intake import BatchIntake, install_batch_intake
 from rlhealth.streams.intake import RawBytes, install_lean_delivery
 from rlhealth.streams.tables import BookFacts, Tables, VerdictBook, make_tables
 
@@ -101,6 +103,9 @@ class WorkerSettings:
     fast_tick_secs: float = 0.25  # jobs with new findings are judged this soon
     batch_max: int = 200  # events folded before states are written back
     batch_within_secs: float = 0.02  # ... or after this long
+    # with the batch intake: records taken at most at once (what arrived while the last buffer was
+    # folded and its dead letters delivered; a round trip to the broker per 200 capped a flood)
+    intake_batch_max: int = 2000
     security: KafkaSecurity | None = None  # None: from the environment (KafkaSecurity.from_env)
     clock_mode: str = "wall"  # wall: judge at the wall clock; event: at each job's newest event time (backfills)
     metrics_every_secs: float = 60.0  # one metrics row per job per this much judging time in the evidence store
@@ -120,6 +125,35 @@ class _Sent(NamedTuple):
     wall: float
     expiry: str | None
     stability: Stability
+
+
+class OutgoingDeadLetter(NamedTuple):
+    """A dead letter ready to send: its key and partition on the dead-letter topic, and the record's
+    bytes (`dead_letter_json`, what `encode(DeadLetter.build(...))` gives)."""
+
+    key: bytes | None
+    partition: int
+    value: bytes
+    reason: str
+
+    def letter(self) -> DeadLetter:
+        """The validated model (the evidence store takes it); built only when something needs it."""
+        return DeadLetter.model_validate_json(self.value)
+
+
+class _Tally:
+    """Per-record counts of a buffer, given to the exporter once per buffer (three labelled
+    Prometheus increments per bad record were a tenth of the worker's own cost under a flood)."""
+
+    __slots__ = ("dead", "failed", "lines", "processed", "received")
+
+    def __init__(self) -> None:
+        self.received: Counter[str | None] = Counter()
+        self.processed: Counter[str | None] = Counter()
+        self.failed: Counter[str | None] = Counter()
+        self.dead: Counter[tuple[str | None, str]] = Counter()
+        self.lines = 0
+
 
 # Scheduler states after which a job produces nothing more (a retry shows up as pending/running again).
 TERMINAL_STATES = frozenset({"succeeded", "failed", "killed"})
@@ -176,8 +210,13 @@ class StreamWorker:
         self.tables: Tables = make_tables(self.app, self.catalog.partitions)
         self.event_topics = set(self.catalog.event_topics)
         self._kinds = {t: self.catalog.kinds_for_topic(t) for t in self.event_topics}
-        if _settings.load().lean_delivery:
+        config = _settings.load()
+        if config.lean_delivery:
             install_lean_delivery(self.app)
+        self._intake: BatchIntake | None = None
+        if config.batch_intake:  # installed after the lean delivery: it falls back to that consumer
+            self._intake = BatchIntake(self.app, self.event_topics)
+            install_batch_intake(self.app, self._intake)
         self.source = self.app.topic(*sorted(self.event_topics), schema=RawBytes())
         self.verdict_topic = self.app.topic(self.catalog.verdicts, key_type=bytes, value_type=bytes)
         self.dead_letter_topic = self.app.topic(self.catalog.deadletter, key_type=bytes, value_type=bytes)
@@ -196,6 +235,9 @@ class StreamWorker:
         self.catchup_targets: dict[TP, int] = {}
         self._assignment_pending = True
         self._dirty: set[bytes] = set()
+        self._news: set[bytes] = set()  # jobs with news whose new state is not in the table yet
+        self._tally = _Tally()
+        self._dead_partitions: dict[bytes, int] = {}  # key -> its partition of the dead-letter topic
         # Expiry bookkeeping (wall clock, Unix s): when a record last arrived for a job, and since when
         # its scheduler state has been terminal. Not persisted: a restarted worker takes the job's last
         # event time (or now) as its start, which only ever delays an expiry.
@@ -212,7 +254,13 @@ class StreamWorker:
     # ------------------------------------------------------------------ wiring
     def _register(self) -> None:
         app = self.app
-        app.agent(self.source, name="judge_job_events", concurrency=1)(self._consume)
+        if self._intake is None:
+            app.agent(self.source, name="judge_job_events", concurrency=1)(self._consume)
+        else:
+            # The topics are subscribed through a channel of the conductor (faust subscribes to
+            # what is iterated); their records never reach it: the intake takes them first.
+            self.app.topics.add(self.source.__aiter__())  # type: ignore[arg-type]
+            app.task(self._consume_intake)
         app.timer(self.settings.tick_secs, name="judge_owned_jobs")(self._tick)
         app.timer(self.settings.fast_tick_secs, name="judge_jobs_with_news")(self._fast_tick)
         app.timer(2.0, name="flush_evidence")(self._flush_evidence)
@@ -232,87 +280,103 @@ class StreamWorker:
             # ran, and a commit flushes the producer first, so the changelog never lags a commit.
             # take_events (faust >= 0.11) is on the Stream class, not in its StreamT protocol
             async for events in stream.take_events(s.batch_max, within=s.batch_within_secs):  # type: ignore[attr-defined]
-                pending: dict[bytes, Any] = {}
-                dead_letters: list[DeadLetter] = []
-                for event in events:
-                    m = event.message
-                    dead = self.handle(m.topic, m.partition, m.offset, m.key, event.value, pending=pending)
-                    if dead is not None:
-                        dead_letters.append(dead)
-                if dead_letters:  # sent together, awaited together, before the buffer counts as processed
-                    await self._send_dead_letters(dead_letters)
-                self._write_back(pending)
-                await self._send_findings()
-                for event in events:  # "processed" once the states are in the table
-                    self.processed_next[TP(event.message.topic, event.message.partition)] = event.message.offset + 1
+                await self._fold([event.message for event in events])
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # noqa: BLE001 - a dead agent must take the process down
             self._die("agent judge_job_events died", exc)
 
+    async def _consume_intake(self) -> None:
+        """The same folding as `_consume`, for records taken whole from the batch intake."""
+        intake = self._intake
+        assert intake is not None
+        try:
+            while True:
+                messages = await intake.take(self.settings.intake_batch_max)
+                await self._fold(messages)
+                intake.done(messages)  # acked only once folded, as the stream does after its body
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a dead intake must take the process down
+            self._die("batch intake judge_job_events died", exc)
+
+    async def _fold(self, messages: list[Any]) -> None:
+        """Fold a buffer of records: dead letters delivered, states written back, findings sent."""
+        pending: dict[bytes, Any] = {}
+        dead_letters: list[OutgoingDeadLetter] = []
+        for m in messages:
+            dead = self.handle(m.topic, m.partition, m.offset, m.key, m.value, pending=pending)
+            if dead is not None:
+                dead_letters.append(dead)
+        if dead_letters:  # sent together, awaited together, before the buffer counts as processed
+            await self._send_dead_letters(dead_letters)
+        self._write_back(pending)
+        self._flush_tally()
+        await self._send_findings()
+        for m in messages:  # "processed" once the states are in the table
+            self.processed_next[TP(m.topic, m.partition)] = m.offset + 1
+
     def handle(self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None,
-               *, pending: dict[bytes, Any] | None = None) -> DeadLetter | None:
+               *, pending: dict[bytes, Any] | None = None) -> OutgoingDeadLetter | None:
         """Fold one record into its job's state. Returns a dead letter for records we cannot use.
 
         With `pending`, new states are collected there (key -> state, None for an ended job) for
-        `_write_back`; without, they are written to the table at once.
+        `_write_back`, and the counts wait in the tally for `_flush_tally`; without, both are
+        written at once.
         """
         kinds = self._kinds.get(topic, ())
         hint = kinds[0] if len(kinds) == 1 else None
         if pending is None:
             self.processed_next[TP(topic, partition)] = offset + 1
+            out: dict[bytes, Any] = {}
+            try:
+                return self.handle(topic, partition, offset, key, value, pending=out)
+            finally:
+                self._write_back(out)
+                self._flush_tally()
         if value is None:  # tombstone on a compacted topic: nothing to fold in
             return None
-
-        def dead(reason: str, detail: str = "", *, stage: str = "decode", kind: str | None = hint,
-                 job_id: str | None = None) -> DeadLetter:
-            self.exporter.failed(kind)
-            self.exporter.dead_lettered(kind, reason)
-            return DeadLetter.build(value if isinstance(value, bytes) else bytes(value), reason, detail, key=key,
-                                    topic=topic, partition=partition, offset=offset, job_id=job_id, stage=stage,
-                                    received_at=self.clock())
-
+        tally = self._tally
         try:
             ev = decode_event(value)
         except EventDecodeError as exc:
-            self.exporter.received(hint)
-            return dead(exc.reason, exc.detail)
+            tally.received[hint] += 1
+            return self._dead(value, key, topic, partition, offset, exc.reason, exc.detail, kind=hint)
         kind = ev.kind  # type: ignore[attr-defined]
-        self.exporter.received(kind)
+        tally.received[kind] += 1
         if kinds and kind not in kinds:
-            return dead("wrong_kind_for_topic", f"{kind} on {topic}", kind=kind, job_id=ev.job_id)
+            return self._dead(value, key, topic, partition, offset, "wrong_kind_for_topic", f"{kind} on {topic}",
+                              kind=kind, job_id=ev.job_id)
         expected = job_key(ev.job_id)
         if key is None:
-            return dead("missing_key", "records must be keyed by job_key(job_id)", kind=kind, job_id=ev.job_id)
+            return self._dead(value, key, topic, partition, offset, "missing_key",
+                              "records must be keyed by job_key(job_id)", kind=kind, job_id=ev.job_id)
         if key != expected:
-            return dead("key_mismatch", f"key {key[:80]!r} is not job_key({ev.job_id!r})", kind=kind,
-                        job_id=ev.job_id)
+            return self._dead(value, key, topic, partition, offset, "key_mismatch",
+                              f"key {key[:80]!r} is not job_key({ev.job_id!r})", kind=kind, job_id=ev.job_id)
 
         now = self.clock()
-        out = pending if pending is not None else {}
         try:
-            if expected in out:
-                state = out[expected] if out[expected] is not None else self.core.new_state(ev.job_id)
+            if expected in pending:
+                state = pending[expected] if pending[expected] is not None else self.core.new_state(ev.job_id)
             else:
                 state = self._load(expected, ev.job_id)
             before = _sched_view(state) if kind == "job_state" else None
             state, findings = self.core.step(state, ev, now)
         except Exception as exc:  # noqa: BLE001 - one bad event must not stop the partition
             log.warning("core failed on %s/%d@%d (job %s): %r", topic, partition, offset, ev.job_id, exc)
-            return dead("core_error", f"{type(exc).__name__}: {exc}", stage="core", kind=kind, job_id=ev.job_id)
+            return self._dead(value, key, topic, partition, offset, "core_error", f"{type(exc).__name__}: {exc}",
+                              stage="core", kind=kind, job_id=ev.job_id)
 
         self.tables.job_health.remember(expected, partition)
         self._seen[expected] = now.timestamp()
-        out[expected] = state  # an ended job keeps its state until its final verdict is out (`_expire`)
-        if pending is None:
-            self._write_back(out)
+        pending[expected] = state  # an ended job keeps its state until its final verdict is out (`_expire`)
         if findings or (kind in URGENT_KINDS and not self._repeated_poll(before, state)):
-            self._dirty.add(expected)
-        self.exporter.processed(kind)
+            self._news.add(expected)  # due for a fast judgement once the state is in the table
+        tally.processed[kind] += 1
         lines = getattr(ev, "lines", None)
         if lines:
-            self.exporter.log_lines_processed.inc(len(lines))
-        self.exporter.last_processed.set(time.time())
+            tally.lines += len(lines)
         if findings:
             ref = {"topic": topic, "partition": partition, "offset": offset}
             # Keep both: where the line was in its file and where the event sits in Kafka.
@@ -321,6 +385,44 @@ class StreamWorker:
             if self.store is not None:
                 self.store.add_findings(ev.job_id, located)
         return None
+
+    def _dead(self, value: bytes, key: bytes | None, topic: str, partition: int, offset: int, reason: str,
+              detail: str = "", *, stage: str = "decode", kind: str | None = None,
+              job_id: str | None = None) -> OutgoingDeadLetter:
+        """The dead letter of a record (counted in the tally), keyed by its job when known, else by
+        the record's own key, so it lands where the default partitioner puts the job's records."""
+        self._tally.failed[kind] += 1
+        self._tally.dead[(kind, reason)] += 1
+        out_key = job_key(job_id) if job_id else key
+        if out_key is None:
+            out_part = partition % self.catalog.partitions
+        else:
+            out_part = self._dead_partitions.get(out_key, -1)
+            if out_part < 0:
+                if len(self._dead_partitions) >= 100_000:  # a flood of distinct keys: start over
+                    self._dead_partitions.clear()
+                out_part = self._dead_partitions[out_key] = (murmur2(out_key) & 0x7FFFFFFF) % self.catalog.partitions
+        value = value if isinstance(value, bytes) else bytes(value)
+        return OutgoingDeadLetter(out_key, out_part, dead_letter_json(
+            value, reason, detail, key=key, topic=topic, partition=partition, offset=offset, job_id=job_id,
+            stage=stage, received_at=self.clock()), reason)
+
+    def _flush_tally(self) -> None:
+        """Hand the buffer's counts to the exporter."""
+        tally, self._tally = self._tally, _Tally()
+        exporter = self.exporter
+        for kind, n in tally.received.items():
+            exporter.received(kind, n)
+        for kind, n in tally.failed.items():
+            exporter.failed(kind, n)
+        for (kind, reason), n in tally.dead.items():
+            exporter.dead_lettered(kind, reason, n)
+        if tally.processed:
+            for kind, n in tally.processed.items():
+                exporter.processed(kind, n)
+            exporter.last_processed.set(time.time())
+        if tally.lines:
+            exporter.log_lines_processed.inc(tally.lines)
 
     def _repeated_poll(self, before: tuple[Any, ...] | None, state: Any) -> bool:
         """A state poll that repeats the job's scheduler view, within a tick of the previous poll, is no
@@ -345,7 +447,11 @@ class StreamWorker:
                 return
 
     def _write_back(self, states: dict[bytes, Any]) -> None:
-        """Reassign each job's table value (never mutate it in place): the assignment is the changelog write."""
+        """Reassign each job's table value (never mutate it in place): the assignment is the changelog write.
+
+        Jobs with news become due for the fast judgement only here: marked while their new state was
+        still in the buffer (its dead letters being delivered), the fast tick judged the table's older
+        state, or skipped a new job, and the news waited for the next regular tick."""
         table = self.tables.job_health
         for key, state in states.items():
             if state is None:
@@ -353,6 +459,9 @@ class StreamWorker:
                     del table[key]
             else:
                 table[key] = state.to_bytes()
+        if self._news:
+            self._dirty |= self._news
+            self._news = set()
 
     def _load(self, key: bytes, job_id: str) -> Any:
         raw = self.tables.job_health.get(key)
@@ -363,7 +472,7 @@ class StreamWorker:
                 log.warning("state of job %s unreadable (%r); starting afresh", job_id, exc)
         return self.core.new_state(job_id)
 
-    async def _send_dead_letters(self, records: list[DeadLetter]) -> None:
+    async def _send_dead_letters(self, records: list[OutgoingDeadLetter]) -> None:
         """Produce every dead letter of a buffer as one record batch per partition, then wait for all.
 
         They are delivered before the buffer is acknowledged, so a record is never lost between
@@ -371,26 +480,19 @@ class StreamWorker:
         send per record (partitioner, accumulator, future) was most of what remained of ours.
         """
         topic = self.catalog.deadletter
-        parts = self.catalog.partitions
-        by_partition: dict[int, list[tuple[bytes | None, bytes]]] = {}
+        by_partition: dict[int, list[OutgoingDeadLetter]] = {}
         for record in records:
-            if record.job_id:
-                key: bytes | None = job_key(record.job_id)
-            else:
-                key = None if record.original_key_b64 is None else base64.b64decode(record.original_key_b64)
-            # keyed records where the default partitioner puts them (with the job's other records)
-            part = (murmur2(key) & 0x7FFFFFFF) % parts if key is not None else (record.source_partition or 0) % parts
-            by_partition.setdefault(part, []).append((key, encode(record)))
+            by_partition.setdefault(record.partition, []).append(record)
         try:
             client = self.app.producer._ensure_producer()  # type: ignore[attr-defined]  # aiokafka's: its batch API
             futures = []
             for part, items in by_partition.items():
                 batch = client.create_batch()
-                for key, value in items:
-                    if batch.append(key=key, value=value, timestamp=None) is None:  # full: send, start another
+                for item in items:
+                    if batch.append(key=item.key, value=item.value, timestamp=None) is None:  # full: send it
                         futures.append(await client.send_batch(batch, topic, partition=part))
                         batch = client.create_batch()
-                        batch.append(key=key, value=value, timestamp=None)  # the first record always fits
+                        batch.append(key=item.key, value=item.value, timestamp=None)  # the first always fits
                 futures.append(await client.send_batch(batch, topic, partition=part))
             await asyncio.gather(*futures)
         except Exception as exc:
@@ -399,7 +501,7 @@ class StreamWorker:
             raise
         if self.store is not None:
             for record in records:
-                self.store.add_dead_letter(record)
+                self.store.add_dead_letter(record.letter())
 
     # ------------------------------------------------------------------ rebalancing
     def owned_partitions(self) -> set[int]:
