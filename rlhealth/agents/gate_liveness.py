@@ -110,9 +110,10 @@ def gate_a(ctx: Context, restarts: RestartResult) -> GateResult:
     # Seed §3 B-training: "All-0% with no log advance during training = wedge". Every policy GPU resident at
     # ~0 % for several polls while the trainer is stale is the silent hang's own signature (a collective that
     # died without a watchdog line, a rollout engine put to sleep and never woken).
-    # Not while engines generate: a disaggregated trainer idles on its GPUs while it waits for rollouts, and a
-    # slow phase of long episodes is not a hang.
-    idle_all = _all_policy_gpus_idle(ctx) if ctx.trainer_stale and not ctx.engines_generating else False
+    # Not while engines generate steadily: a disaggregated trainer idles on its GPUs while it waits for
+    # rollouts, and a slow phase of long episodes is not a hang. (One stray stats line is not steady: the
+    # call must not flip on it.)
+    idle_all = _all_policy_gpus_idle(ctx) if ctx.trainer_stale and not _engines_steady(ctx) else False
     if (ctx.trainer_stale and (hang_recent or death_recent or spin or idle_all)) or \
             (ctx.trainer_late and (hang_after or spin)):
         return _wedged(ctx, g, hang_recent, death_recent, spin)
@@ -297,6 +298,15 @@ def _cause_of(ctx: Context, hang: list[tuple[str, SignalStat]], deaths: list[tup
         if decl and decl.cause:
             return decl.cause
     return "nccl_hang" if hang else "ray_death"
+
+
+def _engines_steady(ctx: Context) -> bool:
+    """Engines generated through at least half of the generating window (not a burst of lines after a gap)."""
+    if not ctx.engines_generating:
+        return False
+    since = ctx.now - ctx.t.engine_generating_s
+    starts = [b[0] for window in ctx.engines_recent.values() for b in window if b[0] >= since and b[1] > 0]
+    return bool(starts) and max(starts) - min(starts) >= ctx.t.engine_generating_s / 2
 
 
 def _policy_roles(ctx: Context) -> tuple[str, ...]:
