@@ -677,3 +677,40 @@ def test_hits_a_reader_hands_to_the_core_are_what_the_core_would_find(tmp_path: 
         for lines, hits in handed:
             assert hits == CORE.classifier.raw_hits(list(lines))  # a copy: scanned afresh
     monkeypatch.undo()
+
+
+# -- (d) secret markers on ordinary text: a marked line the mask leaves alone costs only itself -------
+
+
+def test_marked_lines_the_mask_leaves_alone_are_decoded_alone(tmp_path: Path, monkeypatch) -> None:
+    """A secret marker also fires on prose (a colour code right after the word "token", as in
+    loguru lines): such a line is decoded and masked, and when the mask changes nothing the reader
+    reads no context before it (a masked line gets the traceback lookback: it may match anew)."""
+    rnd = random.Random(5)
+    t = CAPTURED_AT - timedelta(hours=3)
+    rows = []
+    for i in range(12_000):
+        t += timedelta(milliseconds=rnd.randint(0, 900))
+        stamp = f"\x1b[32m{t:%Y-%m-%d %H:%M:%S}.{rnd.randint(0, 999):03d}\x1b[0m | INFO | "
+        if i % 50 == 7:  # prose ending in a credential word before an ANSI reset: marked, nothing to mask
+            rows.append(RAY + stamp + f"\x1b[1mrollout {rnd.randint(0, 99)} sync token\x1b[0m")
+        elif i % 3000 == 1500:  # a real secret among them, then a traceback it precedes
+            rows.append(RAY + stamp + "\x1b[1mWANDB_API_KEY\x1b[0m=0123456789abcdef0123")
+            rows += ["Traceback (most recent call last):", '  File "/app/train.py", line 3, in main',
+                     "RuntimeError: reward server returned 503"]
+        else:
+            rows.append(RAY + stamp + f"\x1b[1mhandled request {i} in {rnd.random():.3f}s\x1b[0m")
+    log = tmp_path / "pod.log"
+    log.write_bytes("\n".join(rows).encode() + b"\n")
+    r = LogReader(log, job_id="j", source=Source(stream="pod.log"), batch_lines=500, prefilter=CORE.classifier)
+    batches = list(r.read(final=True, ref_time=CAPTURED_AT, fallback_time=CAPTURED_AT))
+    text = "\n".join(x for b in batches for x in b.lines)
+    assert "0123456789abcdef0123" not in text and "WANDB_API_KEY=[REDACTED]" in text
+    assert text.count("sync token") == 240  # every marked line decoded (and left as it was)
+    # 240 marked lines, 4 secrets with their 80 lines of context, tracebacks, batch tails: not 80 per mark
+    assert r.lines_decoded < 1_500, r.lines_decoded
+    cap = _tiny_capture(tmp_path, "marked", {"pod.log": log.read_bytes()})
+    for batch_lines, chunk in ((500, None), (37, 4096)):
+        dense, lines, emptied = _assert_equivalent(cap, batch_lines, chunk, monkeypatch)
+        assert emptied > 0.7 * lines, (emptied, lines)  # even 37-line batches (5 tail lines each)
+        assert "python.exception_line" in {f[0] for f in dense["findings"]}

@@ -517,7 +517,7 @@ class LogReader:
         assert self.prefilter is not None
         rules = self.prefilter.rules
         hits = self.prefilter.block_hits(strip_ansi_bytes(data))
-        secrets = self.redactor.hit_lines(data)
+        secrets = self.redactor.hit_lines(data, starts, off)
         h = s = 0
         for i in range(0, count, size):
             n = min(size, count - i)
@@ -548,19 +548,18 @@ class LogReader:
                 lines[j] = t
             return t
 
-        # The core reads matched lines, and a redaction can make a line match: both get the context
-        # the core may read before a match.
+        # The core reads matched lines and the context before them (`anchors`: line -> lines before it
+        # read whatever their times). Secret-marked lines are decoded to be masked.
         anchors: dict[int, int] = {}
         for j, rid in hits:
             anchors[j] = max(anchors.get(j, 0), ingest.lines_before_match(rules[rid]))
-        for j in secrets:
-            anchors[j] = ingest.TRACEBACK_LOOKBACK_LINES
         bstart = starts[i] - off
         bend = starts[i + n] - off - 1 if i + n < total else last
-        # A batch where most lines are anchors (metric and progress lines) is decoded whole, in one
-        # call: cheaper than a line at a time and than finding, per match, the stamped line its time
-        # comes from. Every line decoded is a superset of what the core reads (it reads the same text).
-        whole = len(anchors) >= DENSE_BATCH_MIN_SHARE * n
+        # A batch where most lines are anchors or secret-marked (metric and progress lines) is decoded
+        # whole, in one call: cheaper than a line at a time and than finding, per match, the stamped
+        # line its time comes from. Every line decoded is a superset of what the core reads (it reads
+        # the same text).
+        whole = len(anchors.keys() | secrets) >= DENSE_BATCH_MIN_SHARE * n
         if whole:
             lines = data[bstart:bend].decode("utf-8").split("\n")
         else:
@@ -568,11 +567,21 @@ class LogReader:
                 text(j)
             for j in anchors:
                 text(j)
+            for j in secrets:
+                text(j)
+        marked = [lines[j] for j in secrets]
         changed = self.redactor.redact_block(b"", lines, secrets) if secrets else 0
         trunc = 0
         if changed:
-            for j in secrets:  # a mask can be longer than the secret it hides
-                if len(lines[j]) > MAX_LINE_CHARS:
+            for j, old in zip(secrets, marked, strict=True):
+                if lines[j] == old:
+                    continue
+                # A mask can make a line match a rule (a traceback's, say) that its bytes did not: a
+                # line the mask changed gets the context of any match. A marked line the mask left
+                # alone is what its bytes were, matched or not as scanned: nothing more to read
+                # (markers also fire on ordinary text, e.g. a colour code after the word "token").
+                anchors[j] = ingest.TRACEBACK_LOOKBACK_LINES
+                if len(lines[j]) > MAX_LINE_CHARS:  # a mask can be longer than the secret it hides
                     lines[j] = lines[j][:MAX_LINE_CHARS]
                     trunc += 1
         else:
