@@ -41,7 +41,8 @@ value under a secret-looking key name (`secret_key_name`) and secrets inside any
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
 
 from rlhealth import settings
 
@@ -180,8 +181,11 @@ class Redactor:
             return ends
         return [m.end() for m in self._rx.finditer(block)]
 
-    def hit_lines(self, block: bytes) -> list[int]:
-        """Sorted indices of the lines of `block` (split on ``\\n``) that carry a marker."""
+    def hit_lines(self, block: bytes, starts: Sequence[int] | None = None, base: int = 0) -> list[int]:
+        """Sorted indices of the lines of `block` (split on ``\\n``) that carry a marker.
+
+        `starts`: ``base`` + the offset of each line in `block`, when the caller has them (a marker
+        ends inside its line: a search instead of counting the newlines up to each one)."""
         if not block:
             return []
         ends = self._ends(block)
@@ -189,6 +193,12 @@ class Redactor:
             return []
         ends.sort()
         out: list[int] = []
+        if starts is not None:
+            for to in ends:
+                k = bisect_right(starts, base + to - 1) - 1
+                if not out or out[-1] != k:
+                    out.append(k)
+            return out
         line = 0
         pos = 0
         count = block.count
@@ -323,6 +333,35 @@ if EXTRA_NAMES:
     ]
 
 
+# Necessary conditions of the substitutions above, so that a line a marker flagged for nothing (a
+# colour code after the word "token" in prose, say) costs a few searches instead of ~100 us of
+# substitutions (the NAME=value one backtracks at every word): a line none of these match is left
+# unchanged by every substitution (each finds nothing, so the next sees the same text). Each guard is
+# what every match of its substitutions contains, under the same flags (`(?i)` folds the same
+# characters). The ones led by ``=``/``:`` run on the reversed text: a cased first character would
+# cost the search its fast skip to candidate positions.
+def _reversed_words(words: str) -> str:
+    return "|".join(w[::-1] for w in words.split("|"))
+
+
+_GUARDS_REVERSED = re.compile(
+    # NAME=value: every `_SECRET_NAME` ends in one of these words; Authorization: / Authorization=
+    r"""(?i)[=:]\s*["']?(?:""" + _reversed_words(
+        "key|key_id|key-id|keyid|token|secret|password|passwd|pwd|credential|credentials|authorization|authorisation")
+    + "".join("|" + re.escape(n[::-1]) for n in EXTRA_NAMES) + ")")
+_GUARDS = (
+    re.compile(r"(?i)--(?:[a-z0-9_-]*(?:key|token|secret|passw(?:or)?d|credentials?)"
+               + "".join("|" + re.escape(n) for n in EXTRA_NAMES) + r")(?:=|\s)"),
+    re.compile(r"(?i)bearer\s"),
+    re.compile(r"sk-|hf_|gh[pousr]_|github_pat_|xox[abprs]-|dtn_|wandb_v1_|AKIA|ASIA|://"),
+)
+
+
+def _may_change(text: str) -> bool:
+    """False when no substitution can change `text` (True is only a maybe)."""
+    return any(g.search(text) for g in _GUARDS) or _GUARDS_REVERSED.search(text[::-1]) is not None
+
+
 def might_contain_secret(line: str) -> bool:
     """The marker scan alone: False means `redact` would return the line unchanged."""
     return default_redactor().suspicious(line)
@@ -342,6 +381,8 @@ def _redact_one(line: str) -> str:
     """Mask one line. A line with ANSI codes is masked with them stripped (a colour code between a
     key name and its value must not hide the value); it is returned as is when nothing was masked."""
     text = _ANSI_RE.sub("", line) if "\x1b" in line else line
+    if not _may_change(text):
+        return line
     new = text
     for pattern, repl in _SUBS:
         new = pattern.sub(repl, new)
