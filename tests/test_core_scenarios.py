@@ -273,6 +273,59 @@ def test_infra_failure_every_trial_is_a_kill(core) -> None:
     assert any("Daytona" in s or "sandbox" in s for s in v.next_steps)
 
 
+@pytest.mark.parametrize("exc", ["DaytonaBadRequestError", "DaytonaRateLimitError", "SnapshotQuotaExceeded"])
+def test_sandbox_sdk_subclass_on_every_trial_is_infra_not_a_broken_loop(core, exc) -> None:
+    """The Daytona SDK raises one DaytonaError subclass per HTTP status; a trial records only the bare class
+    name. Every trial failing that way is the sandbox provider, not agents that 'stop after one turn'."""
+    job = Job(core).spec().states(0, 90, every=5)
+    job.steps(0, 90)
+    job.trials(60, 8, reward=None, exception=exc).trials(85, 8, reward=None, exception=exc)
+    v = job.judge(90)
+    assert v.verdict == "KILL" and v.gates.C.status == "FAIL"
+    assert exc in text_of(v) and any("sandbox" in s.lower() for s in v.next_steps)
+    assert not any("tool-call parsing" in s for s in v.next_steps)
+
+
+def test_a_model_side_exception_on_every_trial_is_not_called_infra(core) -> None:
+    job = Job(core).spec().states(0, 90, every=5)
+    job.steps(0, 90)
+    job.trials(60, 8, reward=None, exception="ValueError").trials(85, 8, reward=None, exception="ValueError")
+    v = job.judge(90)
+    assert not any("Infrastructure, not the model" in s for s in v.next_steps)
+
+
+def _colocated_silence(core, idle_from: float, end: float, idle_hosts=("pod-0",), hosts=("pod-0",)) -> Job:
+    job = Job(core).spec(geometry={"num_inference_engines": 8, "engine_tp": 1, "colocated": True}).states(0, end, every=5)
+    job.steps(0, 60, step_min=9)
+    for m in range(0, int(end) + 1, 5):
+        for h in hosts:
+            job.gpu(m, h, 0.0 if (m >= idle_from and h in idle_hosts) else 85.0, mem=45000.0)
+    return job
+
+
+def test_every_policy_gpu_idle_while_the_trainer_is_stale_is_a_wedge(core) -> None:
+    v = _colocated_silence(core, 60, 120).judge(120)
+    assert (v.verdict, v.job_status) == ("KILL", "WEDGED")
+    assert "A.policy_gpus_idle" in v.gates.A.codes and "A.trainer_frozen" in v.gates.A.codes
+
+
+def test_idle_gpus_before_the_trainer_is_stale_are_not_a_wedge(core) -> None:
+    v = _colocated_silence(core, 55, 75).judge(75)  # ~21 min silent against a 9 min cadence: late, not stale
+    assert v.verdict == "NO-KILL"
+
+
+def test_idle_policy_gpus_while_engines_generate_are_a_trainer_waiting_for_rollouts(core) -> None:
+    job = _colocated_silence(core, 60, 120)
+    job.engine_stats(60, 120)  # the engines keep generating: the trainer waits for a slow rollout phase
+    v = job.judge(120)
+    assert v.verdict == "NO-KILL" and v.gates.A.codes[0] != "A.wedged"
+
+
+def test_one_busy_policy_host_keeps_a_silent_trainer_ambiguous(core) -> None:
+    v = _colocated_silence(core, 60, 120, idle_hosts=("pod-0",), hosts=("pod-0", "pod-1")).judge(120)
+    assert v.verdict == "NO-KILL" and v.gates.A.status == "UNKNOWN"
+
+
 def test_zero_completed_early_on_long_episodes_is_executing(core) -> None:
     job = Job(core).spec(rollout={"expected_episode_s": 3600}).states(0, 15, every=1)
     for i in range(8):

@@ -668,11 +668,16 @@ def test_hits_a_reader_hands_to_the_core_are_what_the_core_would_find(tmp_path: 
         real_hand(self, lines, hits)
 
     monkeypatch.setattr(Classifier, "hand_hits", record)
-    for batch_lines in (500, 2000):
+    n_handed: dict[int, int] = {}
+    for batch_lines in (2000, 500):
         handed.clear()
         c = open_capture(cap, batch_lines=batch_lines, prefilter=CORE.classifier)
         run_events(CORE, c.info.job_id, c.events(), c.info.captured_at)
-        assert len(handed) >= (5 if batch_lines == 500 else 1), [len(x[0]) for x in handed]
+        n_handed[batch_lines] = len(handed)
+        # hits are handed batch by batch: finer batches hand more of them (the generated capture's file sizes
+        # follow the rule packs' examples, so the counts themselves are not fixed)
+        assert len(handed) >= 1 and (batch_lines == 2000 or len(handed) > n_handed[2000]), \
+            [len(x[0]) for x in handed]
         # the core's scan took every batch's hits (other tests' readers may have left theirs)
         assert not any(id(lines) in CORE.classifier._handed for lines, _ in handed)
         for lines, hits in handed:

@@ -91,6 +91,28 @@ def test_dead_rollout_server_is_not_blamed_on_the_policy_mesh() -> None:
     assert not re.search(r"(?i)policy mesh", "\n".join(v.next_steps) + v.reasoning)
 
 
+def test_daytona_subclass_error_on_every_trial_is_the_sandbox_not_the_agent_loop() -> None:
+    """daytonaio/daytona#5156's DaytonaBadRequestError ('Disk request 90GB exceeds maximum allowed per sandbox')
+    on every trial: Gate C names infrastructure with the provider's message, not a broken agent loop; the idle
+    engines (no agent ever called them) do not fail Gate B."""
+    v = judged("daytona_disk_cap_every_trial")
+    assert (v.verdict, v.gates.C.status) == ("KILL", "FAIL")
+    assert v.gates.C.codes[:2] == ["C.infra_failures", "C.trials_infra"]
+    assert v.culprit is not None and (v.culprit.role, v.culprit.component) == ("sandbox", "DaytonaBadRequestError")
+    assert "Disk request 90GB exceeds maximum allowed per sandbox" in evidence_text(v)
+    assert v.gates.B.status != "FAIL"
+
+
+def test_silent_hang_after_the_engines_fell_asleep_is_a_wedge() -> None:
+    """modelscope/ms-swift#6962: the colocated engines fall asleep, the trainer prints one cleanup line and nothing
+    more; no watchdog, no traceback. Every GPU resident at 0 % while the trainer is stale is the signature."""
+    v = judged("swift_sleep_then_silence")
+    assert (v.verdict, v.job_status, v.gates.A.status) == ("KILL", "WEDGED", "FAIL")
+    assert "A.policy_gpus_idle" in v.gates.A.codes
+    assert set(v.gates.A.families) == {"gpu_poll", "progress_stall"}
+    assert v.culprit is not None and v.culprit.role == "trainer"
+
+
 def test_a_kill_always_rests_on_two_families_or_a_deterministic_restart_history() -> None:
     for d in sorted(SCENARIOS.iterdir()):
         if not (d / "capture").is_dir():

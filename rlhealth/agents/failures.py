@@ -13,16 +13,31 @@ BENIGN_EXCEPTIONS = frozenset({
     "ContextLengthExceededError", "AgentTimeoutError", "CancelledError", "KeyboardInterrupt",
 })
 
-# Trial exceptions that mean the environment/infra failed, not the model.
+# Trial exceptions that mean the environment/infra failed, not the model (Harbor's environment errors and the
+# team fork's INFRASTRUCTURE category, reference/harbor-skyrl-formats.md §1.6).
 INFRA_EXCEPTIONS = frozenset({
     "VerificationNotCompletedError", "SandboxError", "DaytonaError", "EnvironmentStartTimeoutError",
     "SandboxCreationError", "AuthenticationError", "PermissionDeniedError", "APIConnectionError",
-    "DockerError", "EnvironmentError", "RuntimeEnvSetupError",
+    "DockerError", "EnvironmentError", "RuntimeEnvSetupError", "AgentSetupTimeoutError",
+    "AgentEnvironmentTimeoutError", "SnapshotQuotaExceeded", "HealthcheckError", "BridgeOutageError",
+    "EnrootMemoryLimitExceededError", "NetworkError", "ConnectionError",
 })
+# Sandbox SDKs name their errors after the provider or the sandbox, one class per HTTP status: the Daytona SDK
+# raises DaytonaBadRequestError, DaytonaRateLimitError, DaytonaNotFoundError, ... (all DaytonaError subclasses),
+# E2B SandboxException, Modal SandboxTimeoutError. A trial records only the bare class name.
+INFRA_EXCEPTION_PREFIXES = ("Daytona",)
+INFRA_EXCEPTION_PARTS = ("Sandbox", "Auth")
 
 VERIFIER_EXCEPTIONS = frozenset({
     "VerifierTimeoutError", "VerifierError", "VerifierOutputParseError", "RewardFileNotFoundError",
 })
+
+
+def is_infra_exception(name: str) -> bool:
+    """A trial exception type that says the environment/sandbox failed before or around the agent."""
+    return (name in INFRA_EXCEPTIONS or name.startswith(INFRA_EXCEPTION_PREFIXES)
+            or any(part in name for part in INFRA_EXCEPTION_PARTS))
+
 
 _CLASS_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("cuda_oom", re.compile(r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|out of memory", re.I)),

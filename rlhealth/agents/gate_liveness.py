@@ -107,7 +107,14 @@ def gate_a(ctx: Context, restarts: RestartResult) -> GateResult:
     # A hang line (or spinning GPUs) after the last step needs the trainer only late, not yet stale.
     hang_after = [(n, st) for n, st in hang_recent if tr.last_progress_ts is not None
                   and (st.last_ts or 0.0) > tr.last_progress_ts]
-    if (ctx.trainer_stale and (hang_recent or death_recent or spin)) or (ctx.trainer_late and (hang_after or spin)):
+    # Seed §3 B-training: "All-0% with no log advance during training = wedge". Every policy GPU resident at
+    # ~0 % for several polls while the trainer is stale is the silent hang's own signature (a collective that
+    # died without a watchdog line, a rollout engine put to sleep and never woken).
+    # Not while engines generate: a disaggregated trainer idles on its GPUs while it waits for rollouts, and a
+    # slow phase of long episodes is not a hang.
+    idle_all = _all_policy_gpus_idle(ctx) if ctx.trainer_stale and not ctx.engines_generating else False
+    if (ctx.trainer_stale and (hang_recent or death_recent or spin or idle_all)) or \
+            (ctx.trainer_late and (hang_after or spin)):
         return _wedged(ctx, g, hang_recent, death_recent, spin)
 
     tail = _failing_tail(ctx, hang_recent + death_recent)
@@ -200,10 +207,12 @@ def _wedged(ctx: Context, g: GateResult, hang: list[tuple[str, SignalStat]],
         lead = (hang or deaths)[0]
         g.culprit = culprit_for(ctx, lead[1], ctx.catalog.decl(lead[0]))
         g.cause = _cause_of(ctx, hang, deaths, g.culprit)
-    else:
+    elif spin:
         g.cause = "collective_spin"
-        g.culprit = Culprit(roles.TRAINER, ", ".join(spin["hosts"][:2]) if spin else "", None,
-                            [Why.GPUS_SPINNING])
+        g.culprit = Culprit(roles.TRAINER, ", ".join(spin["hosts"][:2]), None, [Why.GPUS_SPINNING])
+    else:
+        g.cause = "policy_idle"
+        g.culprit = Culprit(roles.TRAINER, ", ".join(idle_hosts[:2]), None, [Why.POLICY_IDLE])
     return g
 
 
@@ -290,12 +299,30 @@ def _cause_of(ctx: Context, hang: list[tuple[str, SignalStat]], deaths: list[tup
     return "nccl_hang" if hang else "ray_death"
 
 
+def _policy_roles(ctx: Context) -> tuple[str, ...]:
+    """GPU host roles that run the policy: colocated hosts ('mixed'), and in a job declared colocated every
+    host whose role nothing else names (a SLURM node list carries no pod names)."""
+    colocated = bool(((ctx.state.spec or {}).get("geometry") or {}).get("colocated"))
+    return ("policy", "mixed", "unknown") if colocated else ("policy", "mixed")
+
+
+def _policy_hosts(ctx: Context) -> list[str]:
+    roles_ = _policy_roles(ctx)
+    return [h for h, gh in ctx.state.gpus.items() if gh.role in roles_]
+
+
+def _all_policy_gpus_idle(ctx: Context) -> bool:
+    polled = _policy_hosts(ctx)
+    return bool(polled) and set(policy_gpus_idle(ctx)[0]) == set(polled)
+
+
 def policy_gpus_idle(ctx: Context) -> tuple[list[str], list[Ev]]:
-    """Policy GPUs with memory resident but ~0% util in every recent poll."""
+    """Policy GPUs (policy or colocated hosts) with memory resident but ~0% util in every recent poll."""
     t = ctx.t
     hosts, evidence = [], []
+    roles_ = _policy_roles(ctx)
     for host, gh in sorted(ctx.state.gpus.items()):
-        if gh.role != "policy" or len(gh.polls) < t.gpu_idle_polls:
+        if gh.role not in roles_ or len(gh.polls) < t.gpu_idle_polls:
             continue
         recent = gh.polls[-t.gpu_idle_polls:]
         utils = [u for _, rs in recent for (_, u, mem, tot, _) in rs if u is not None]

@@ -14,7 +14,7 @@ from rlhealth.agents import roles
 from rlhealth.agents.context import Context, EngineBucket
 from rlhealth.agents.reasons import Code, Culprit, GateResult, Why
 from rlhealth.agents.rootcause import causal_traceback, culprit_for, hardware_node
-from rlhealth.agents.state import Ev, JobHealth
+from rlhealth.agents.state import Ev, JobHealth, SignalStat
 
 _GPU_LOST_RE = re.compile(r"fallen off the bus|GPU is lost|requires reset|Unable to determine the device handle|"
                           r"No devices were found|Unknown Error", re.I)
@@ -177,13 +177,17 @@ def spin_evidence(ctx: Context, spin: dict) -> list[Ev]:
 
 
 def _engine_dead(ctx: Context) -> GateResult | None:
-    """An engine logged its death and printed no stats since, while other engines still generate."""
+    """An engine logged its death and printed no stats since, while other engines still generate;
+    or every engine went quiet at a death line (`_all_engines_dead`)."""
     state, t = ctx.state, ctx.t
     deaths = [(n, s) for n, s in ctx.signals("death", ctx.current_attempt)
               if (s.role == roles.ENGINE
                   or (not s.role and (d := ctx.catalog.decl(n)) is not None and d.role == roles.ENGINE))]
-    if not deaths or not ctx.engines_generating:
+    if not deaths:
         return None
+    whole = _all_engines_dead(ctx, deaths)
+    if whole is not None or not ctx.engines_generating:
+        return whole
     name, stat = deaths[0]
     if stat.last_ts is None or ctx.now - stat.last_ts < t.engine_hung_silent_s:
         return None
@@ -204,6 +208,53 @@ def _engine_dead(ctx: Context) -> GateResult | None:
         g.cause_detail = cause_text
     g.culprit = culprit_for(ctx, stat, ctx.catalog.decl(name))
     return g
+
+
+def _all_engines_dead(ctx: Context, deaths: list[tuple[str, SignalStat]]) -> GateResult | None:
+    """The rollout side is down: an engine's death line, and since then no engine printed a stats line,
+    the stream that logged the death printed nothing more and the trainer did not step. Confirmed
+    (FAIL) after `engine_hung_silent_s` of that silence; before, the stats still look recent, so say
+    what was seen and escalate instead of reading the engines as generating."""
+    state, now, t = ctx.state, ctx.now, ctx.t
+    # only an engine's own death signatures (EngineDeadError, a dead worker process, SGLang's scheduler
+    # exception, a CUDA error): a bare exception in an engine's log is often one request's failure
+    declared = [(n, s) for n, s in deaths
+                if (d := ctx.catalog.decl(n)) is not None and d.role == roles.ENGINE and s.role in (roles.ENGINE, "")]
+    if not declared:
+        return None
+    name, stat = declared[0]
+    death_ts = stat.last_ts
+    if death_ts is None or ctx.latest_engine_ts is None or ctx.latest_engine_ts > death_ts + _AFTER_DEATH_GRACE_S:
+        return None  # an engine printed stats after the death line: Gate B's other rules judge them
+    stream = state.streams.get(stat.stream)
+    if stream is not None and stream.last_ts is not None and stream.last_ts > death_ts + _AFTER_DEATH_GRACE_S:
+        return None  # the dying stream kept logging (a restart, a drain): not a dead rollout side
+    progress = state.trainer.last_progress_ts
+    if progress is not None and progress > death_ts + _AFTER_DEATH_GRACE_S:
+        return None  # training went on: the engines are not what it waits for
+    engines = sorted(state.engines)
+    tb = causal_traceback(state.tracebacks, ctx.current_attempt)
+    cause_text = f"{tb.exc_type}: {tb.message}" if tb is not None and tb.role == roles.ENGINE else ""
+    quiet = now - death_ts
+    g = GateResult(code=Code.ENGINE_DEAD, cause="engine_dead")
+    g.facts.update(engines=engines[:3], working=0, label=ctx.catalog.label(name), cause=cause_text, quiet_s=quiet,
+                   needed_s=t.engine_hung_silent_s)
+    g.evidence.extend(stat.evidence[-2:])
+    if tb is not None and tb.role == roles.ENGINE:
+        g.evidence.insert(0, Ev(tb.ts, tb.stream, tb.text, "traceback"))
+        g.cause_detail = cause_text
+    g.culprit = culprit_for(ctx, stat, ctx.catalog.decl(name))
+    if quiet < t.engine_hung_silent_s:
+        g.status, g.code, g.escalate = "UNKNOWN", Code.ENGINE_DEATH_UNCONFIRMED, True
+        g.watch.append(("engine_after_death", {"after_s": t.engine_hung_silent_s}))
+        return g
+    g.status = "FAIL"
+    g.add(Code.ENGINE_DEATH_LINE, "fatal_log", label=ctx.catalog.label(name))
+    g.add(Code.ENGINE_NO_STATS, "progress_stall", engines=engines[:3])
+    return g
+
+
+_AFTER_DEATH_GRACE_S = 60.0  # lines within a minute of a death line belong to the dying (shutdown chatter)
 
 
 def _engines(ctx: Context, g: GateResult, eager: bool | None) -> GateResult:

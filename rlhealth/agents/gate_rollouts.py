@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 
 from rlhealth.agents.context import Context
-from rlhealth.agents.failures import INFRA_EXCEPTIONS, VERIFIER_EXCEPTIONS
+from rlhealth.agents.failures import VERIFIER_EXCEPTIONS, is_infra_exception
 from rlhealth.agents.reasons import Code, Culprit, GateResult, Why
 from rlhealth.agents.state import Ev
 
@@ -44,7 +44,7 @@ def gate_c(ctx: Context) -> GateResult:
     rewards = [r for _, r in trials.rewards]
     turns = trials.turns
     avg_turns = statistics.mean(turns) if turns else None
-    infra = {k: v for k, v in trials.exc_types.items() if k in INFRA_EXCEPTIONS or "Auth" in k or "Sandbox" in k}
+    infra = {k: v for k, v in trials.exc_types.items() if is_infra_exception(k)}
     verifier = {k: v for k, v in trials.exc_types.items() if k in VERIFIER_EXCEPTIONS}
     infra_n, verifier_n = sum(infra.values()), sum(verifier.values())
     g.facts["desc"] = {

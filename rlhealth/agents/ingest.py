@@ -76,6 +76,7 @@ def lines_before_match(rule: Rule) -> int:
 
 _FATAL_CONTEXT_RE = re.compile(r"Error executing job|RayTaskError|Traceback \(most recent call last\)|"
                                r"Fatal Python error")
+_FATAL_CONTEXT_LINES = 60  # how far before an exception line its traceback's header may be
 _FRAME_RE = re.compile(r'File "([^"]+)", line \d+, in (\S+)')
 
 
@@ -247,6 +248,7 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     no_ts = prev_stream_ts if prev_stream_ts is not None else batch_ts
     offsets = batch.offsets
     stream = batch.source.stream
+    newest_context = -1
     for m in matches:
         text = m.text
         index = m.index
@@ -289,6 +291,8 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
         else:
             _apply_match(state, m, rest, prefixes, role, ts, ev, attempt, lines, batch, key, catalog, ri[0])
         if ri[2]:
+            if index > newest_context and _FATAL_CONTEXT_RE.search(text):
+                newest_context = index
             findings.append(Finding(
                 kind=m.rule.kind, rule_id=m.rule.id, text=ev.text, event_time=dt, source=key,
                 severity=m.rule.severity, gates=m.rule.gates, fields=dict(m.fields),
@@ -297,6 +301,11 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
                 ref={"file": batch.source.stream, "file_offset": offset, "batch_index": m.index,
                      "line_no": (batch.first_line_no + m.index) if batch.first_line_no is not None else None},
             ))
+    # Carry the traceback context over the batch boundary (matched lines only, so a reader that
+    # decodes only matches and their look-back carries the same).
+    ago = len(lines) - newest_context if newest_context >= 0 else (
+        None if st.fatal_context_ago is None else st.fatal_context_ago + len(lines))
+    st.fatal_context_ago = ago if ago is not None and ago <= _FATAL_CONTEXT_LINES else None
     return findings
 
 
@@ -609,7 +618,11 @@ def _python_exception(state: JobHealth, m: LineMatch, role: str, ts: float | Non
     start = max(0, m.index - _TB_LOOKBACK)
     context = [strip_ansi(x) for x in lines[start: m.index]]
     frames = tuple(f"{p.rsplit('/', 1)[-1]}:{fn}" for p, fn in _FRAME_RE.findall("\n".join(context)))[-4:]
-    fatal_context = any(_FATAL_CONTEXT_RE.search(x) for x in context[-60:])
+    fatal_context = any(_FATAL_CONTEXT_RE.search(x) for x in context[-_FATAL_CONTEXT_LINES:])
+    if not fatal_context:
+        st = state.streams.get(key)
+        carried = st.fatal_context_ago if st is not None else None
+        fatal_context = carried is not None and carried + m.index <= _FATAL_CONTEXT_LINES
     fatal = role in (roles.TRAINER, roles.OTHER) and fatal_context
     fclass = failure_class_of(exc_type + ": " + message)
     rec = TracebackRec(

@@ -49,6 +49,7 @@ class Code(StrEnum):
     FLOORED = "B.throughput_floored"
     ENGINE_HUNG = "B.engine_hung"
     ENGINE_DEAD = "B.engine_dead"
+    ENGINE_DEATH_UNCONFIRMED = "B.engine_death_unconfirmed"
     RESIDENT_IDLE = "B.engine_resident_idle"
     COLLECTIVE_SPIN = "B.collective_spin"
     ENGINES_QUIET = "B.engines_quiet"
@@ -116,6 +117,7 @@ class Why(StrEnum):
     HARDWARE_XID = "hardware_xid"  # its kernel logged a hardware-blamed Xid
     GPU_HARDWARE = "gpu_hardware"
     GPUS_SPINNING = "gpus_spinning"
+    POLICY_IDLE = "policy_idle"  # every policy GPU resident at ~0 % while the trainer is stale
     RESIDENT_IDLE = "resident_idle"
     TRIALS_INFRA = "trials_infra"
     INCOHERENT = "incoherent"

@@ -96,6 +96,7 @@ CULPRIT_WHY: dict[Why, Any] = {
     Why.HARDWARE_XID: lambda f: f"kernel logged Xid {f['xid']} there",
     Why.GPU_HARDWARE: lambda f: "GPU hardware fault",
     Why.GPUS_SPINNING: lambda f: "GPUs spinning at idle power",
+    Why.POLICY_IDLE: lambda f: "every policy GPU at 0 % with memory resident while the trainer is silent",
     Why.RESIDENT_IDLE: lambda f: "engine GPUs resident at 0 % with no stats",
     Why.TRIALS_INFRA: lambda f: "every finished trial failed before the agent ran",
     Why.INCOHERENT: lambda f: "incoherent generations",
@@ -210,8 +211,16 @@ def gate_summary(g: GateResult) -> str:
         return _spin(f) + " (collectives spinning: a hang the NCCL watchdog has not reported yet)"
     if c == Code.ENGINE_DEAD:
         cause = f"; its causal exception: {f['cause']}" if f.get("cause") else ""
+        if not f["working"]:
+            return (f"rollout side down: {f['label']}, then no stats from any engine "
+                    f"({', '.join(f['engines']) or 'none named'}) for {age(f['quiet_s'])} and no training step"
+                    f"{cause}.{_culprit(g)}")
         return (f"inference engine dead: {f['label']} and no stats since from {', '.join(f['engines'])}, while "
                 f"{f['working']} other engine(s) still generate{cause}.{_culprit(g)}")
+    if c == Code.ENGINE_DEATH_UNCONFIRMED:
+        cause = f" ({f['cause']})" if f.get("cause") else ""
+        return (f"engine death line {age(f['quiet_s'])} ago: {f['label']}{cause}, and no engine has printed stats "
+                f"since; dead unless stats return within {age(f['needed_s'])}.{_culprit(g)}")
     if c == Code.STARVATION:
         floor = f" (below the {f['floor_tps']:,.0f} tok/s floor)" if f.get("floor_tps") else ""
         extras = [f"KV cache up to {f['kv']:.1f}%"] if f["kv"] >= 95 else []
@@ -347,6 +356,8 @@ _WATCH: dict[str, Any] = {
     "trainer_silence": lambda f: (f"trainer progress going silent beyond ~{age(f['threshold_s'])} together with an "
                                   "NCCL watchdog or Ray worker death (→ WEDGED, KILL)"),
     "state_poll": lambda f: "a state poll: if the job still reads running with this silence, it is wedged (→ KILL)",
+    "engine_after_death": lambda f: (f"engine stats lines again within {age(f['after_s'])} of the death line; none "
+                                     "→ the rollout side is down (→ KILL)"),
     "engine_requests": lambda f: "vLLM stats lines with Running > 0 again once rollouts dispatch",
     "engine_stats": lambda f: "vLLM 'Avg generation throughput' lines on every engine",
     "throughput_floor": lambda f: (f"aggregate generation throughput falling below ~{f['floor']:,.0f} tok/s per busy "

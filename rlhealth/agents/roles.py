@@ -46,6 +46,17 @@ def role_of_prefixes(prefixes: tuple[Prefix, ...]) -> str | None:
     return None
 
 
+# Words of a log file's name that say which part of the job writes it. Pod and file names end with
+# the component (`<job>-<component>-<index>`), so the last such word wins: `rl-q3-vllm-trainer-0.log`
+# is a trainer's log although the job's name says vllm.
+_STREAM_ROLE_WORDS: dict[str, str] = {
+    **dict.fromkeys(("vllm", "sglang", "engine", "enginecore", "inference", "decode", "prefill"), ENGINE),
+    **dict.fromkeys(("rollout", "rollouts", "generator", "harbor"), ROLLOUT),
+    **dict.fromkeys(("trainer", "driver", "policy", "learner", "fsdp", "megatron", "critic"), TRAINER),
+}
+_WORD_RE = re.compile(r"[a-z0-9]+")
+
+
 def role_of_stream(stream: str | None) -> str:
     """A default role from a file name; mixed streams (pod_rank*.log) fall back to OTHER."""
     if not stream:
@@ -55,6 +66,10 @@ def role_of_stream(stream: str | None) -> str:
         return RAY
     if "dmesg" in s:
         return OTHER
+    for word in reversed(_WORD_RE.findall(s.rsplit("/", 1)[-1])):
+        role = _STREAM_ROLE_WORDS.get(word)
+        if role is not None:
+            return role
     if "vllm" in s or "engine" in s:
         return ENGINE
     if "trainer" in s or "driver" in s:

@@ -69,6 +69,10 @@ class StreamState(msgspec.Struct):
     lines: int = 0
     invalid_utf8_lines: int = 0
     truncated_lines: int = 0
+    # Lines from the end of the last batch back to its newest matched traceback-context line
+    # ("Traceback (most recent call last)", RayTaskError, ...), while within the traceback look-back:
+    # a traceback cut by a batch boundary keeps its context (None: none that recent).
+    fatal_context_ago: int | None = None
 
 
 class EngineState(msgspec.Struct):

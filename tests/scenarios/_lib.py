@@ -387,10 +387,14 @@ class TrialSpec:
 
     def __init__(self, task: str, instruction: str, turns: list[tuple[str, str]], *, started: datetime,
                  agent_s: float, reward: float | None = None, exc: str | None = None, exc_msg: str = "",
-                 verifier_stdout: str | None = None, completed: bool = True, host: str = "3f9c1d2e7a10"):
+                 verifier_stdout: str | None = None, completed: bool = True, host: str = "3f9c1d2e7a10",
+                 tb: str | None = None, env_failed: bool = False):
         self.task, self.instruction, self.turns = task, instruction, turns
         self.started, self.agent_s, self.reward, self.exc, self.exc_msg = started, agent_s, reward, exc, exc_msg
         self.verifier_stdout, self.completed, self.host = verifier_stdout, completed, host
+        # tb: the exception.txt text (default: EXC_TRACEBACKS); env_failed: the environment never started, so
+        # Harbor leaves agent_setup / agent_execution / agent_result null and writes no trajectory
+        self.tb, self.env_failed = tb, env_failed
 
 
 EXC_TRACEBACKS = {
@@ -467,11 +471,12 @@ def write_trial(cap: Capture, spec: TrialSpec, *, trials_dir: str, model: str, a
         traj["final_metrics"] = {"total_prompt_tokens": sum(s.get("metrics", {}).get("prompt_tokens", 0) for s in steps),
                                  "total_completion_tokens": sum(s.get("metrics", {}).get("completion_tokens", 0) for s in steps),
                                  "total_cached_tokens": 0, "total_cost_usd": 0.0, "total_steps": len(steps)}
-    cap.write_text(f"{base}/agent/trajectory.json", json.dumps(traj, indent=2, ensure_ascii=False))
+    if not spec.env_failed:
+        cap.write_text(f"{base}/agent/trajectory.json", json.dumps(traj, indent=2, ensure_ascii=False))
     if not spec.completed:
         return name
 
-    ag_end = ag_setup_end + timedelta(seconds=spec.agent_s)
+    ag_end = env_end if spec.env_failed else ag_setup_end + timedelta(seconds=spec.agent_s)
     verifier_ran = spec.exc in (None, "AgentTimeoutError", "VerifierTimeoutError")
     v_start = ag_end + timedelta(milliseconds=100)
     if spec.exc == "VerifierTimeoutError":
@@ -485,7 +490,7 @@ def write_trial(cap: Capture, spec: TrialSpec, *, trials_dir: str, model: str, a
         cap.write_text(f"{base}/verifier/reward.txt", f"{int(spec.reward) if spec.reward in (0, 1) else spec.reward}\n")
     exc_info = None
     if spec.exc:
-        tb = EXC_TRACEBACKS.get(spec.exc, "Traceback (most recent call last):\n  ...\n{msg}\n").replace("{msg}", spec.exc_msg)
+        tb = spec.tb or EXC_TRACEBACKS.get(spec.exc, "Traceback (most recent call last):\n  ...\n{msg}\n").replace("{msg}", spec.exc_msg)
         occurred = (v_end if spec.exc == "VerifierTimeoutError" else ag_end)
         exc_info = {"exception_type": spec.exc, "exception_message": spec.exc_msg, "exception_traceback": tb,
                     "occurred_at": occurred.strftime("%Y-%m-%dT%H:%M:%S.%f")}
@@ -502,7 +507,7 @@ def write_trial(cap: Capture, spec: TrialSpec, *, trials_dir: str, model: str, a
         "config": cfg,
         "agent_info": {"name": "terminus-2", "version": "2.0.0",
                        "model_info": {"name": short, "provider": "hosted_vllm"}},
-        "agent_result": {
+        "agent_result": None if spec.env_failed else {
             "n_input_tokens": sum(s.get("metrics", {}).get("prompt_tokens", 0) for s in steps),
             "n_cache_tokens": 0,
             "n_output_tokens": sum(s.get("metrics", {}).get("completion_tokens", 0) for s in steps),
@@ -517,8 +522,8 @@ def write_trial(cap: Capture, spec: TrialSpec, *, trials_dir: str, model: str, a
         "started_at": iso(spec.started, frac=True),
         "finished_at": iso(finished, frac=True),
         "environment_setup": {"started_at": iso(env_start, frac=True), "finished_at": iso(env_end, frac=True)},
-        "agent_setup": {"started_at": iso(env_end, frac=True), "finished_at": iso(ag_setup_end, frac=True)},
-        "agent_execution": {"started_at": iso(ag_setup_end, frac=True), "finished_at": iso(ag_end, frac=True)},
+        "agent_setup": None if spec.env_failed else {"started_at": iso(env_end, frac=True), "finished_at": iso(ag_setup_end, frac=True)},
+        "agent_execution": None if spec.env_failed else {"started_at": iso(ag_setup_end, frac=True), "finished_at": iso(ag_end, frac=True)},
         "verifier": ({"started_at": iso(v_start, frac=True), "finished_at": iso(v_end, frac=True)}
                      if verifier_ran else None),
     }

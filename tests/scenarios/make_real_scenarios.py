@@ -33,6 +33,7 @@ from _lib import (
     gpu_series,
     gpu_uuids,
     h100_nodes,
+    loguru,
     md,
     model_info,
     pytest_stdout,
@@ -1045,6 +1046,184 @@ def build_healthy_vllm_warning_storm(root: Path):
                ])
 
 
+# ============================================================== 13. every trial dies on the sandbox provider (Daytona 400)
+
+
+def build_daytona_disk_cap_every_trial(root: Path):
+    cap = Capture(root, "daytona_disk_cap_every_trial", 2113)
+    rng = cap.rng
+    now = dt("2026-10-22T15:10:00")
+    job = "rl-q3-8b-swe-daytona90"
+    trainer, engine = f"{job}-trainer-0", f"{job}-vllm-0"
+    start = now - M(66)
+    cap.k8s_running(job, "coreweave", now, start + M(1), now - S(30), pods=2)
+    cap.job_json(job, model_info("Qwen3-8B", 8.2), h100_nodes(2),
+                 {"num_inference_engines": 4, "engine_tp": 2, "engine_ep": 1, "colocated": False,
+                  "engine_pods": [engine], "policy_pods": [trainer]},
+                 rollout=rollout_info(32, 1800), expected_step_s=900, max_retries=1, enforce_eager=False,
+                 new="first run of the SWE task set on Daytona with override_storage_mb=92160 (90 GB sandbox disk)")
+    err = excerpt("daytona-5156_bad_request_disk_cap")
+    msg = "\n".join([err[0].split(": ", 1)[1], *err[1:]])  # str(e): the message without the class name
+    # engines: start-up, then only the router's health checks; no agent ever reaches them
+    t_up = start + M(3)
+    e = Log()
+    for ln in excerpt("GLM-V-204_engine_startup_no_stats"):
+        m = re.search(r"\d\d-\d\d (\d\d):(\d\d):(\d\d)", ln)
+        off = (int(m.group(1)) - 9) * 3600 + (int(m.group(2)) - 11) * 60 + int(m.group(3)) - 55
+        e.add(t_up + S(off), retime_vllm(ln, t_up + S(off)))
+    t = t_up + M(2)
+    while t < now - S(5):
+        e.add(t, f"(APIServer pid=1) INFO:     10.52.3.14:{40100 + rng.randint(0, 900)} - \"GET /health HTTP/1.1\" 200 OK")
+        t += S(30)
+    cap.write_text(f"logs/{engine}.log", e.render())
+    # trainer + rollout coordinators in pod_rank0.log: every group's 8 trials fail on sandbox creation in seconds,
+    # the fork scores unlisted exceptions 0 (default_error_treatment: zero), and the steps train on zeros
+    out = Log()
+    P = ray_pfx("skyrl_entrypoint", 5120, "10.52.3.14")
+    RC = [ray_pfx("RolloutCoordinator", p, "10.52.3.14") for p in (5201, 5202, 5203, 5204)]
+    t, step = start + M(8), 1
+    while True:
+        te = skyrl_async_step(out, P, t, step, buf_s=140 + rng.random() * 40, fwd_s=40 + rng.random() * 8,
+                              train_s=95 + rng.random() * 15, sync_s=14 + rng.random() * 3, reward=0.0, pass_at=0.0,
+                              total_steps=200)
+        if te is None or te > now:
+            break
+        t, step = te, step + 1
+    out.items = [it for it in out.items if it[0] <= now - S(4)]
+    k, tg = 0, start + M(6)
+    while tg < now - S(20):
+        rc = RC[k % 4]
+        for r in range(8):
+            tt = tg - S(6 - 0.4 * r)
+            first = (f"Trajectory TrajectoryID(instance_id='swe-smith-{7100 + k}', repetition_id={r}) failed with Harbor "
+                     f"exception: {err[0].split(': ', 1)[1]}")
+            head = loguru(tt, "WARNING", "examples.terminal_bench.terminal_bench_generator:_process_trial_result:1292", first)
+            # loguru colours the whole (multi-line) message: the reset lands after its last line
+            out.add(tt, rc + head.removesuffix("\x1b[0m"))
+            out.add(tt, err[1])
+            out.add(tt, f"{err[2]} (type=DaytonaBadRequestError, exclude_from_baseline=False)\x1b[0m")
+        generator_group_lines(out, rc, tg, "x", ok=0, exc={"DaytonaBadRequestError": 8})
+        k += 1
+        tg += S(70 + rng.random() * 30)
+    cap.write_text("logs/pod_rank0.log", out.render())
+    # GPUs: the trainer computes its zero-reward steps; the engines hold weights + KV at 0 %
+    cap.gpu_polls(trainer, gpu_uuids(rng, 8), now - M(40), now - S(30), 120,
+                  lambda tp, g: h100_busy(rng) if rng.random() < 0.6 else (4 + rng.random() * 6, 61000 + rng.random() * 900,
+                                                                         140 + rng.random() * 30), 81559)
+    cap.gpu_polls(engine, gpu_uuids(rng, 8), now - M(40), now - S(30), 120,
+                  lambda tp, g: (0, 71900 + rng.random() * 40, 68 + rng.random() * 4), 81559)
+    tb_head = ("Traceback (most recent call last):\n  File \".../harbor/trial/trial.py\", line 468, in run\n"
+               "    await self._setup_environment()\n  ...\n")
+    for n in range(24):
+        st = now - M(55) + S(120 * n + rng.random() * 30)
+        spec = TrialSpec(f"swe-smith-{7100 + n // 8}", EASY[n % len(EASY)][1], [], started=st, agent_s=0.0,
+                         exc="DaytonaBadRequestError", exc_msg=msg, tb=tb_head + "\n".join(err) + "\n", env_failed=True)
+        write_trial(cap, spec, trials_dir=f"/data/experiments/{job}/trace_jobs", model="Qwen3-8B",
+                    api_base=f"http://{engine}:8000/v1", task_root="/data/tasks/swe-smith")
+    cap.expect(verdict=["KILL"], status=["ALIVE", "UNKNOWN"], failing=["C"], must_not_fail=["A", "restarts"],
+               evidence=["DaytonaBadRequestError", "(?i)Disk request 90GB exceeds maximum allowed per sandbox"],
+               next_steps=["(?i)(sandbox|daytona)"],
+               next_steps_not=["(?i)tool-call parsing", "(?i)agent harness"],
+               why="Gate C infrastructure (seed §4: 'Every trial ends in an environment/infra exception ... => infra, not "
+                   "model - KILL + fix the infra, relaunch'): all 24 finished trials' result.json carry exception_type "
+                   "DaytonaBadRequestError with the Daytona API's 'Failed to create sandbox: / Disk request 90GB exceeds "
+                   "maximum allowed per sandbox (10GB).' - the new override_storage_mb asks for more disk than the per-"
+                   "sandbox cap, so no sandbox is ever created, no agent turn runs and no reward is produced; every rollout "
+                   "group logs 'Exception breakdown: {'DaytonaBadRequestError': 8}' / 'Batch generation complete: 0/8'. The "
+                   "trainer keeps stepping on all-zero rewards and the engines sit idle with weights resident because no "
+                   "agent ever calls them: both are consequences. KILL, and the next steps must name the sandbox provider "
+                   "(lower the requested disk to the cap or raise the Daytona limit), not the agent loop or the engines. "
+                   "The Daytona SDK raises one DaytonaError subclass per HTTP status, so the bare class name a trial records "
+                   "is DaytonaBadRequestError, not DaytonaError.",
+               sources=[
+                   ("daytonaio/daytona#5156", "the 3-line 'DaytonaBadRequestError: Failed to create sandbox: / Disk request 90GB exceeds maximum allowed per sandbox (10GB). / Need higher resource limits per-sandbox? Contact us at support' error: the tail of each trial's exception.txt, the message (after the class name) of each result.json exception_message, and lines 1-3 of each Harbor trial-exception record in logs/pod_rank0.log",
+                    "the traceback head above it and the Harbor/SkyRL log prefix ('Trajectory ... failed with Harbor exception: ' before line 1, ' (type=DaytonaBadRequestError, exclude_from_baseline=False)' after line 3)"),
+                   ("PhiloLabs/agentic-vbench#12", "- (a fact: 'Daytona caps disk at 10 GB per sandbox, so the 16 GB and 10 GB values were getting rejected at sandbox-creation time')", "the premise that a task-set storage request above the cap fails every trial at creation"),
+                   ("zai-org/GLM-V#204", "the engine pod's 8 vLLM start-up lines", "their timestamps"),
+                   ("-", "-", "SkyRL trainer steps, rollout-group lines, health-check access lines, state.jsonl, job.json, GPU polls, trial dirs"),
+               ])
+
+
+# ============================================================== 14. silent hang: the colocated engines fell asleep for good
+
+
+def build_swift_sleep_then_silence(root: Path):
+    cap = Capture(root, "swift_sleep_then_silence", 2114)
+    rng = cap.rng
+    now = dt("2026-11-12T21:05:00")
+    jid, node = "8830417", "gpu-a-031"
+    start = now - timedelta(hours=6, minutes=20)
+    cap.slurm_running(jid, "grpo-q25-7b-swift", "leonardo", now, start)
+    cap.job_json(jid, model_info("Qwen2.5-7B-Instruct", 7.6), h100_nodes(1),
+                 {"num_inference_engines": 8, "engine_tp": 1, "engine_ep": 1, "colocated": True},
+                 rollout=rollout_info(), expected_step_s=600, max_retries=0, enforce_eager=False,
+                 new="ms-swift GRPO with vLLM colocate + sleep_level=1 on the new reward model")
+    final = excerpt("ms-swift-6962_sleep_then_silence")
+    hang_by = now - M(75)  # the silence has lasted ~75 min at capture (19:50:16 -> 21:05 in the thread's terms)
+    out = Log()
+    out.add(start + S(5), "[INFO:swift] rank: 0, local_rank: 0, world_size: 8")
+
+    def wake(t):
+        for k in range(8):
+            tt = t + S(0.05 * k)
+            out.add(tt, f"INFO {md(tt)} [executor_base.py:226] It took {0.2 + rng.random() * 0.6:.6f} seconds to wake up "
+                        f"tags ['weights', 'kv_cache'].")
+
+    def sleep(t):
+        for k in range(8):
+            tt = t + S(0.05 * k)
+            freed = 23.5 + rng.random() * 0.5
+            out.add(tt, f"INFO {md(tt)} [worker.py:152] Sleep mode freed {freed:.2f} GiB memory, "
+                        f"{53.0 - freed:.2f} GiB memory is still in use.")
+            out.add(tt, f"INFO {md(tt)} [executor_base.py:211] It took {0.9 + rng.random() * 0.3:.6f} seconds to fall asleep.")
+
+    # each step: wake, ~66 s of generation, sleep, ~9 min of training, then the step's metrics line (the thread's
+    # 9-minute asleep / ~1-minute awake rhythm); the metrics dict carries no timestamp of its own
+    step, t = 1, start + M(6)
+    while t + S(66 + 545 + 66) < hang_by:
+        wake(t)
+        sleep(t + S(66))
+        te = t + S(66 + 535 + rng.random() * 10)
+        r = 0.35 + 0.2 * step / 40 + rng.random() * 0.05
+        out.add(te, "{" + f"'loss': {rng.uniform(-0.01, 0.03):.4f}, 'grad_norm': {0.2 + rng.random() * 0.3:.4f}, "
+                    f"'learning_rate': 1e-06, 'reward': {r:.4f}, 'reward_std': {0.3 + rng.random() * 0.1:.4f}, "
+                    f"'frac_reward_zero_std': {rng.random() * 0.2:.4f}, 'completions/mean_length': {700 + rng.random() * 300:.2f}, "
+                    f"'kl': {0.0005 + rng.random() * 0.002:.6f}, 'clip_ratio/region_mean': 0.0, 'epoch': {step / 300:.2f}, "
+                    f"'global_step/max_steps': '{step}/300', 'percentage': '{step / 3:.2f}%', "
+                    f"'memory(GiB)': {51 + rng.random() * 2:.2f}, 'train_speed(iter/s)': {1 / 600:.6f}" + "}")
+        step, t = step + 1, te + S(2)
+    # the last cycle as the thread shows it: the engines wake, generate, fall asleep, and nothing follows but one
+    # cleanup line from the trainer
+    wake(t)
+    t_h = t + S(66)
+    for k in range(8):
+        tt = t_h + S(0.05 * k)
+        out.add(tt, retime_vllm(final[0], tt))
+        out.add(tt, retime_vllm(final[1], tt))
+    out.add(t_h + S(2.5), final[2])
+    cap.write_text(f"logs/grpo-q25-7b-swift-{jid}.out", out.render())
+    cap.gpu_polls(node, gpu_uuids(rng, 8), now - M(100), now - S(40), 120,
+                  lambda tp, g: h100_busy(rng) if tp < t_h else (rng.random() * 0.8, 45800 + rng.random() * 300,
+                                                                   62 + rng.random() * 9), 81559)
+    cap.expect(verdict=["KILL"], status=["WEDGED"], failing=["A"], must_not_fail=["restarts"],
+               evidence=["(?i)0 ?% util", "(?i)(frozen|stale|silent|last)"],
+               next_steps=["(?i)(py-spy|stack|hang)"],
+               why="Gate A WEDGED by the seed's own B-training rule ('All-0% with no log advance during training = wedge'; "
+                   "§2 'a job can hold its whole gang for hours while hung and still read running'): sacct says RUNNING, the "
+                   "ms-swift trainer printed a metrics line every ~10 min for 6 h, then the colocated vLLM engines logged "
+                   "'Sleep mode freed 23.72 GiB memory ...' / 'It took 1.060974 seconds to fall asleep.' and the trainer only "
+                   "'[INFO:swift] Memory cleanup attempt 1: Freed 0.00 GB reserved, 0.00 GB allocated' - then nothing for "
+                   "~75 min (7x the cadence). No watchdog, traceback or worker death was printed, but all 8 GPUs have sat at "
+                   "0-1 % util with ~45 GiB resident at idle power on every poll since: the training step never started. "
+                   "Two families (progress stall + GPU polls) -> KILL; dump the stacks before relaunching.",
+               sources=[
+                   ("modelscope/ms-swift#6962", "logs/grpo-q25-7b-swift-8830417.out: the last 'Sleep mode freed 23.72 GiB memory, 29.27 GiB memory is still in use.' / 'It took 1.060974 seconds to fall asleep.' pair and the final '[INFO:swift] Memory cleanup attempt 1: Freed 0.00 GB reserved, 0.00 GB allocated' line",
+                    "timestamps; the pair repeated for 8 engines (the poster elides them as '[... 8 similar sleep messages ...]'); the 9-10 min wake/sleep cadence and the ~45 GiB / 0 % GPUs are from the poster's description; every earlier wake/sleep line and metrics line is reconstructed in the same formats"),
+                   ("NVIDIA-NeMo/RL#1846", "- (a fact: 'progress will suddenly halt and GPU usage goes down to zero (with GPU memory still being high and W&B considering the application to still be running)')", "the same silent-hang shape in another RL stack"),
+                   ("-", "-", "sacct.txt, job.json, the nvidia-smi polls"),
+               ])
+
+
 BUILDERS = {
     "tail_only_nccl_hang": build_tail_only_nccl_hang,
     "gpu_fallen_off_bus": build_gpu_fallen_off_bus,
@@ -1058,6 +1237,8 @@ BUILDERS = {
     "healthy_nccl_chatter_meta_path": build_healthy_nccl_chatter_meta_path,
     "healthy_xid_and_worker_restart": build_healthy_xid_and_worker_restart,
     "healthy_vllm_warning_storm": build_healthy_vllm_warning_storm,
+    "daytona_disk_cap_every_trial": build_daytona_disk_cap_every_trial,
+    "swift_sleep_then_silence": build_swift_sleep_then_silence,
 }
 
 
