@@ -204,3 +204,112 @@ def test_state_errors_and_pod_messages_are_redacted() -> None:
     pods = {"items": [{"metadata": {"name": "p-0"}, "status": {"phase": "Failed", "message": f"Authorization: Bearer {token}"}}]}
     statuses = pod_statuses_from_json(pods)
     assert all(token not in (s.message or "") for s in statuses)
+
+
+# -- the guards in front of the substitutions: they only skip what would change nothing ----------------
+
+_GUARD_FRAGMENTS = [*_FRAGMENTS, "\x1b[0m", "\x1b[1m", "\x1b[36m", "key", "KEY", "Key", "_id", "-id", "id", "pid=",
+                    "ip=", "passw", "ord", "PWD", "Credential", "authorization", "AUTHORIZATION", "--key", "--aws-",
+                    "_", "-", "--", "sk-proj-", "gho_", "AKIA", "ftp://", "x:y@", "\u00a0", "\n"]
+
+
+def _unguarded(line: str) -> str:
+    from rlhealth.sources import redact as r
+
+    text = r._ANSI_RE.sub("", line) if "\x1b" in line else line
+    new = text
+    for pattern, repl in r._SUBS:
+        new = pattern.sub(repl, new)
+    return line if new == text else new
+
+
+def test_guards_skip_only_lines_the_substitutions_leave_alone() -> None:
+    import random
+
+    from rlhealth.sources.redact import _may_change
+
+    rnd = random.Random(17)
+    lines = ["".join(rnd.choice(_GUARD_FRAGMENTS) for _ in range(rnd.randint(1, 12))) for _ in range(30_000)]
+    lines += [c[0] for c in CASES + FREE_TEXT] + UNTOUCHED
+    skipped = changed = 0
+    for line in lines:
+        want = _unguarded(line)
+        assert _redact_one(line) == want, line
+        changed += want != line
+        skipped += not _may_change(line)
+    assert changed > 5_000 and skipped > 3_000  # both sides exercised
+
+
+def test_guard_passes_prose_a_marker_flags() -> None:
+    """A loguru line whose message ends in "token" before a colour reset carries a marker but nothing
+    to mask: the guard lets it through without the substitutions; a coloured key name does not."""
+    from rlhealth.sources.redact import _may_change
+
+    prose = ("\x1b[36m(skyrl_entrypoint pid=7760, ip=10.0.2.179)\x1b[0m \x1b[32m2026-10-12 12:56:59.168\x1b[0m | "
+             "\x1b[1mINFO    \x1b[0m | \x1b[36mskyrl_train.generators.base\x1b[0m:\x1b[36mgenerate\x1b[0m:\x1b[36m58"
+             "\x1b[0m - \x1b[1mpolicy cache sync token\x1b[0m")
+    assert Redactor().hit_lines(prose.encode()) == [0]
+    assert not _may_change(_stripped(prose)) and _redact_one(prose) == prose
+    coloured = "\x1b[1mWANDB_API_KEY\x1b[0m=0123456789abcdef0123"
+    assert _may_change(_stripped(coloured)) and _redact_one(coloured) == "WANDB_API_KEY=" + MASK
+
+
+def _stripped(line: str) -> str:
+    from rlhealth.sources.redact import _ANSI_RE
+
+    return _ANSI_RE.sub("", line)
+
+
+def test_site_names_have_guards_too() -> None:
+    import os
+    import subprocess
+    import sys
+
+    code = ("import random\n"
+            "from tests.test_sources_redact import _unguarded, _GUARD_FRAGMENTS\n"
+            "from rlhealth.sources.redact import _redact_one\n"
+            "rnd = random.Random(3)\n"
+            "frags = _GUARD_FRAGMENTS + ['sas', 'SAS', 'conn_str', 'Conn_Str', '--conn_str', 'azure_']\n"
+            "lines = [''.join(rnd.choice(frags) for _ in range(rnd.randint(1, 10))) for _ in range(20000)]\n"
+            "bad = [x for x in lines if _redact_one(x) != _unguarded(x)]\n"
+            "assert not bad, bad[:3]\n"
+            "assert _redact_one('AZURE_SAS = abcdef') == 'AZURE_SAS = [REDACTED]'\n")
+    env = dict(os.environ, RLHEALTH_REDACT_NAMES="sas,conn_str")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+
+
+def test_hit_lines_from_known_line_starts_equal_counted_ones() -> None:
+    from rlhealth.agents.bytescan import line_starts
+
+    r = Redactor()
+    lines = _fuzz_lines(4_000, seed=23) + ["", "plain", "x" * 300 + "HF_TOKEN=hf_" + "a" * 30]
+    for i in range(0, len(lines), 700):
+        block = "\n".join(lines[i:i + 700]).encode("utf-8")
+        for base in (0, 12_345):
+            starts, _ = line_starts(block, base)
+            assert r.hit_lines(block, starts, base) == r.hit_lines(block)
+    assert r.hit_lines(block)  # not vacuous
+
+
+def test_lines_still_marked_after_stripping_are_all_that_can_change() -> None:
+    """`still_marked` drops a marked line only when masking leaves it as it was (checked line by line on
+    fuzzed text full of colour codes around credential words, on every engine)."""
+    import random
+
+    from rlhealth.agents.bytescan import line_starts
+
+    rnd = random.Random(29)
+    frags = [f for f in _GUARD_FRAGMENTS if f != "\n"] + ["\x1b[1mtoken\x1b[0m", "\x1b]8;;x\x07", "\x1b", "\x1bX"]
+    lines = ["".join(rnd.choice(frags) for _ in range(rnd.randint(1, 12))) for _ in range(20_000)]
+    block = "\n".join(lines).encode("utf-8")
+    starts, _ = line_starts(block, 7)
+    for engine in ("hyperscan", "re2", "re"):
+        r = Redactor(engine)
+        marked = r.hit_lines(block, starts, 7)
+        kept = r.still_marked(block, starts, 7, marked)
+        assert set(kept) <= set(marked) and kept == sorted(kept)
+        dropped = set(marked) - set(kept)
+        assert len(dropped) > 500 and len(kept) > 2_000, (len(dropped), len(kept))  # both sides exercised
+        for i in dropped:
+            assert _redact_one(lines[i]) == lines[i], lines[i]

@@ -518,6 +518,8 @@ class LogReader:
         rules = self.prefilter.rules
         hits = self.prefilter.block_hits(strip_ansi_bytes(data))
         secrets = self.redactor.hit_lines(data, starts, off)
+        if secrets:  # a marker that only a colour code made (prose ending in "token"): nothing to mask
+            secrets = self.redactor.still_marked(data, starts, off, secrets)
         h = s = 0
         for i in range(0, count, size):
             n = min(size, count - i)
