@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
-import math
 from datetime import UTC, datetime
 from typing import Any
 

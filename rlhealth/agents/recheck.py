@@ -226,8 +226,8 @@ class Moment(float):
     def __pow__(self, other: Any, mod: Any = None) -> Any:
         return pow(self._lost("**"), other, mod)
 
-    def __rpow__(self, other: Any) -> Any:
-        return other ** self._lost("**")
+    def __rpow__(self, other: Any, mod: Any = None) -> Any:
+        return pow(other, self._lost("**"), mod)
 
     def as_integer_ratio(self) -> tuple[int, int]:
         return self._lost("as_integer_ratio()").as_integer_ratio()

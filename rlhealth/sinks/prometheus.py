@@ -372,6 +372,9 @@ class Exporter(JobExporter):
                                        registry=r)
         self.judge_all_seconds = Gauge("rlhealth_judge_all_seconds",
                                        "Wall time of the last tick's judgement of every owned job.", registry=r)
+        self.jobs_rejudged = Gauge("rlhealth_jobs_rejudged",
+                                   "Jobs the last tick ran the core on; the others' state was unchanged and their "
+                                   "judgement could not change yet (docs/verdicts.md).", registry=r)
         self.jobs_expired = Counter("rlhealth_jobs_expired",
                                     "Jobs whose state was dropped after a final verdict (ended, terminal, idle).",
                                     ["reason"], registry=r)

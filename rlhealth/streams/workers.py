@@ -52,7 +52,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 import faust
@@ -63,7 +63,7 @@ from faust.types import TP
 from rlhealth import settings as _settings  # the module; `settings` is shadowed by parameters below
 from rlhealth.agents.core import as_of_verdict
 from rlhealth.agents.findings import JobMetrics
-from rlhealth.agents.stability import Stability, key_facts, stabilize
+from rlhealth.agents.stability import Stability, key_facts, next_band_at, stabilize
 from rlhealth.schemas import DeadLetter, EventDecodeError, Verdict, decode_event, encode, job_key
 from rlhealth.schemas.kafka_security import KafkaSecurity, resolve
 from rlhealth.schemas.topics import TopicCatalog
@@ -106,6 +106,8 @@ class WorkerSettings:
     metrics_every_secs: float = 60.0  # one metrics row per job per this much judging time in the evidence store
     idle_expiry_secs: float = 6 * 3600.0  # a job that sent nothing this long is ended and expired
     terminal_expiry_secs: float = 1800.0  # ... and one the scheduler has called terminal this long
+    # skip judging a job whose state is unchanged while its last judgement cannot change (docs/verdicts.md)
+    skip_unchanged: bool = True
 
 
 class _Sent(NamedTuple):
@@ -120,6 +122,21 @@ class _Sent(NamedTuple):
     wall: float
     expiry: str | None
     stability: Stability
+    until: datetime | None  # `_Fresh.until` once this verdict is out, None: judge the job again next time
+    expiry_due: float
+
+
+class _Fresh(NamedTuple):
+    """Why the job need not be judged again yet: its last judgement, and until when it holds.
+
+    Valid while the job's state is the one judged (`_write_back` and `_expire` drop it, and so does any
+    change of assignment), its book's facts are the same object (`memo`) and describe the book's bytes,
+    the judging time is in [judged_at, until) and the wall clock before `wall_until`."""
+
+    memo: BookFacts
+    judged_at: datetime
+    until: datetime  # the core's recheck, the age band's next crossing, the next metrics point
+    wall_until: float  # the next heartbeat, the job's expiry
 
 # Scheduler states after which a job produces nothing more (a retry shows up as pending/running again).
 TERMINAL_STATES = frozenset({"succeeded", "failed", "killed"})
@@ -206,6 +223,8 @@ class StreamWorker:
         # Per job, the facts of its verdict book the tick needs (`_book_facts`), so that the book, two
         # validated verdicts, is not decoded for every job at every tick.
         self._books: dict[bytes, BookFacts] = {}
+        self._fresh: dict[bytes, _Fresh] = {}  # jobs whose judgement holds for now (`_still_fresh`)
+        self._rejudged = 0  # jobs the last `_judge_locked` ran the core on
         self.captured = f"stream: {self.catalog.verdicts} via app {settings.app_id}"
         self._register()
 
@@ -348,6 +367,7 @@ class StreamWorker:
         """Reassign each job's table value (never mutate it in place): the assignment is the changelog write."""
         table = self.tables.job_health
         for key, state in states.items():
+            self._fresh.pop(key, None)  # a new state: judge it
             if state is None:
                 if key in table:
                     del table[key]
@@ -410,6 +430,7 @@ class StreamWorker:
         return {tp.partition for tp in assignment if tp.topic in self.event_topics}
 
     async def _on_assigned(self, sender: Any, assigned: set[TP], **kwargs: Any) -> None:
+        self._fresh.clear()  # states may be restored from the changelog: judge everything afresh
         event_tps = {tp for tp in assigned if tp.topic in self.event_topics}
         self.exporter.partitions_owned.set(len({tp.partition for tp in event_tps}))
         try:
@@ -448,6 +469,7 @@ class StreamWorker:
         return {TP(tp.topic, tp.partition): om.offset for tp, om in offsets.items() if om.offset >= 0}
 
     async def _on_revoked(self, sender: Any, revoked: set[TP], **kwargs: Any) -> None:
+        self._fresh.clear()
         gone = {tp.partition for tp in revoked if tp.topic in self.event_topics}
         self._assignment_pending = True
         if gone:
@@ -506,6 +528,7 @@ class StreamWorker:
         started = time.perf_counter()
         exported, published = await self._judge(keys)
         self.exporter.judge_all_seconds.set(time.perf_counter() - started)
+        self.exporter.jobs_rejudged.set(self._rejudged)
         self.exporter.retain(exported)
         self.exporter.jobs_owned.set(len(exported))
         return published
@@ -522,8 +545,9 @@ class StreamWorker:
         # thousands of jobs take minutes); each group is settled (delivered, then its books written)
         # before the next, so a verdict's seq is recorded only once it is out.
         sent: list[_Sent] = []
-        for i, key in enumerate(keys):
-            if i and i % 50 == 0:
+        judged = 0
+        for key in keys:
+            if judged and judged % 50 == 0:
                 published += await self._settle(sent)
                 sent = []
                 await asyncio.sleep(0)  # let the agent run between batches of judgements
@@ -531,12 +555,17 @@ class StreamWorker:
             if not raw:
                 continue
             job_id = key.decode("utf-8", "replace")
+            if self._still_fresh(key):
+                exported.append(job_id)  # its series stay as the last judgement left them
+                continue
+            self._fresh.pop(key, None)
+            judged += 1
             try:
                 state = self._load(key, job_id)
                 now = self._judging_time(state)
                 wall = self.clock().timestamp()
                 expiry = self._expiry(key, state, wall)
-                raw, metrics = self._judge_one(state, now)
+                raw, metrics, recheck = self._judge_one(state, now)
                 if expiry is None:
                     self.exporter.update(metrics, raw)
                     exported.append(job_id)
@@ -554,6 +583,9 @@ class StreamWorker:
                 book = book or VerdictBook.from_bytes(book_bytes)
                 verdict, stability = stabilize(book.stability, raw)
             facts = key_facts(verdict)
+            until = None
+            if expiry is None and stability.pending_call is None and verdict.held is None:
+                until = recheck  # (the metrics point and the age band are added below)
             if expiry is not None:
                 # The final verdict goes out whatever the last call was; then the job is forgotten.
                 verdict = verdict.model_copy(update={
@@ -561,6 +593,8 @@ class StreamWorker:
                                  "watched.".strip()})
             else:
                 await self._record_metrics(key, job_id, state, now, verdict, metrics)
+                if until is not None:
+                    until = self._fresh_until(job_id, until, verdict)
                 unchanged = memo.last_facts is not None and memo.last_facts == facts  # not `stability.changed`
                 if unchanged and wall - memo.published_at < self.settings.heartbeat_secs:
                     if (stability.pending_call, stability.pending_since) != (memo.pending_call, memo.pending_since):
@@ -569,14 +603,58 @@ class StreamWorker:
                         stability.shown = book.stability.shown
                         book = replace(book, stability=stability)
                         data = book_table[key] = book.to_bytes()
-                        self._books[key] = BookFacts.of(book, data, memo.last_facts)
+                        memo = self._books[key] = BookFacts.of(book, data, memo.last_facts)
+                    if until is not None and until > now:
+                        heartbeat = memo.published_at + self.settings.heartbeat_secs
+                        self._fresh[key] = _Fresh(memo, now, until, min(heartbeat, self._expiry_due(key)))
                     continue
             out = verdict.model_copy(update={"seq": memo.seq + 1})
             out_json = out.model_dump(mode="json")  # once, for the topic and the book (`encode` writes the same)
             sent.append(_Sent(await self.verdict_topic.send(key=key, value=orjson.dumps(out_json)), key, job_id, out,
-                              out_json, facts, wall, expiry, stability))
+                              out_json, facts, wall, expiry, stability, until if until is not None and until > now
+                              else None, self._expiry_due(key) if expiry is None else wall))
         published += await self._settle(sent)
+        self._rejudged = judged
         return exported, published
+
+    def _still_fresh(self, key: bytes) -> bool:
+        """Whether the job's last judgement still holds (`_Fresh`): then judging it again would change
+        nothing that is published, written or recorded (docs/verdicts.md, "Judging only what can change")."""
+        f = self._fresh.get(key)
+        if f is None or not self.settings.skip_unchanged:
+            return False
+        if self._books.get(key) is not f.memo or not f.memo.describes(self.tables.verdicts.get(key)):
+            return False
+        if self.clock().timestamp() >= f.wall_until:
+            return False
+        if self.settings.clock_mode == "event":
+            return True  # the same state is judged at the same time: its newest event's
+        now = self.clock()
+        return f.judged_at <= now < f.until
+
+    def _fresh_until(self, job_id: str, recheck: datetime, verdict: Verdict) -> datetime:
+        """The judging time until which the job need not be judged again: the core's recheck, the next
+        crossing of the verdict's age band, the job's next metrics point, whichever comes first."""
+        until = recheck
+        band = next_band_at(verdict)
+        if band is not None and band < until:
+            until = band
+        last = self._metrics_at.get(job_id)
+        if last is not None:
+            due = last + timedelta(seconds=self.settings.metrics_every_secs)
+            if due < until:
+                until = due
+        return until
+
+    def _expiry_due(self, key: bytes) -> float:
+        """Wall time at which `_expiry` would first say to expire the job, as its bookkeeping stands now."""
+        s = self.settings
+        seen = self._seen.get(key)
+        due = seen + s.idle_expiry_secs if seen is not None else float("-inf")
+        since = self._terminal_since.get(key)
+        if since is not None:
+            due = min(due, since + s.terminal_expiry_secs)
+        return due
 
     async def _settle(self, sent: list[_Sent]) -> int:
         """Wait for a group of verdict sends; record each delivered one (book, metrics, evidence, expiry)."""
@@ -585,8 +663,8 @@ class StreamWorker:
         results = await asyncio.gather(*(x.future for x in sent), return_exceptions=True)
         failed: BaseException | None = None
         done = 0
-        for result, (_fut, key, job_id, out, out_json, facts, wall, expiry, stability) in zip(results, sent,
-                                                                                             strict=True):
+        for result, (_fut, key, job_id, out, out_json, facts, wall, expiry, stability, until,
+                     expiry_due) in zip(results, sent, strict=True):
             if isinstance(result, BaseException):
                 failed = failed or result
                 continue
@@ -600,7 +678,10 @@ class StreamWorker:
                 stability.shown = out
                 book = VerdictBook(seq=out.seq, published_at=wall, last=out, stability=stability)
                 data = self.tables.verdicts[key] = book.to_bytes(out_json)
-                self._books[key] = BookFacts.of(book, data, facts)
+                memo = self._books[key] = BookFacts.of(book, data, facts)
+                if until is not None:
+                    self._fresh[key] = _Fresh(memo, out.produced_at, until,
+                                              min(wall + self.settings.heartbeat_secs, expiry_due))
         if failed is not None:
             raise failed
         return done
@@ -646,6 +727,7 @@ class StreamWorker:
         self._seen.pop(key, None)
         self._terminal_since.pop(key, None)
         self._books.pop(key, None)
+        self._fresh.pop(key, None)
         self._metrics_at.pop(job_id, None)
         self._dirty.discard(key)
         self.exporter.jobs_expired.labels(reason).inc()
@@ -656,14 +738,20 @@ class StreamWorker:
             return datetime.fromtimestamp(state.last_event_ts, UTC)
         return self.clock()
 
-    def _judge_one(self, state: Any, now: datetime) -> tuple[Verdict, Any]:
-        """The raw verdict and the metrics as of it: `core.judge` then `core.metrics(last=verdict)`,
-        in one pass when the core offers it (`HealthCore.judge_with_metrics`)."""
+    def _judge_one(self, state: Any, now: datetime) -> tuple[Verdict, Any, datetime | None]:
+        """The raw verdict, the metrics as of it and the core's recheck time (None: judge again next
+        time): `HealthCore.judge_with_recheck` when the core offers it, else `judge` and `metrics`."""
+        if self.settings.skip_unchanged:
+            with_recheck = getattr(self.core, "judge_with_recheck", None)
+            if with_recheck is not None:
+                raw, metrics, at = with_recheck(state, now)
+                # None: nothing it compared depends on time; the other bounds (`_fresh_until`) still apply
+                return raw, metrics, at if at is not None else datetime.max.replace(tzinfo=UTC)
         both = getattr(self.core, "judge_with_metrics", None)
         if both is not None:
-            return both(state, now)
+            return (*both(state, now), None)
         raw = self.core.judge(state, now)
-        return raw, self.core.metrics(state, now, last=raw)
+        return raw, self.core.metrics(state, now, last=raw), None
 
     async def _record_metrics(self, key: bytes, job_id: str, state: Any, now: datetime, verdict: Any,
                               metrics: Any) -> None:
