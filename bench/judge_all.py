@@ -4,12 +4,19 @@ Builds N jobs with the events of `bench/scale.py` (spec, state poll, log batch, 
 folds them through the real core, then runs the worker's tick body (`StreamWorker._judge_locked`:
 load the state, judge, stabilise, refresh the exporter, decide whether to publish) for `--ticks`
 ticks, `--tick-secs` of clock apart, against in-memory stand-ins for the two tables and the
-verdict topic. A refresh round (one log batch, GPU polls, a trial per job) is folded in before each
-tick, as in the scale bench. Ends with
+verdict topic. A refresh round (one log batch, GPU polls, a trial per job) is folded in before every
+`--refresh-every`-th tick (default 1: every tick; 3 with a 10 s tick is the scale bench's
+`--refresh-secs 30`). Ends with
 
     RESULT jobs=<n> judge_all_s=<median of the ticks after the first> judge_all_cpu_s=<same, CPU> first_tick_s=<first>
+           judge_all_max_s=<slowest tick after the first> judge_cpu_mean_s=<mean CPU per tick after the first>
+           rejudged=<median jobs the core ran on per tick after the first> refresh_every=<k> skip=<0|1>
 
-    python bench/judge_all.py [--jobs 2000] [--ticks 4] [--tick-secs 10] [--profile out.prof]
+    python bench/judge_all.py [--jobs 2000] [--ticks 4] [--tick-secs 10] [--refresh-every 1] [--no-skip]
+                              [--profile out.prof]
+
+`--no-skip` judges every job at every tick (`WorkerSettings.skip_unchanged=False`), as the worker did
+before it kept judgements that cannot change yet.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import os
 import statistics
 import sys
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -75,10 +83,12 @@ class Clock:
         return self.t
 
 
-def offline_worker(core: Any, clock: Clock) -> StreamWorker:
+def offline_worker(core: Any, clock: Clock, skip: bool = True) -> StreamWorker:
     """A StreamWorker without its faust app: only what `_judge_locked` touches."""
     w = StreamWorker.__new__(StreamWorker)
     w.settings = WorkerSettings(bootstrap="offline", catalog=None)  # type: ignore[arg-type]
+    if "skip_unchanged" in WorkerSettings.__dataclass_fields__:  # so that the bench also runs on older code
+        w.settings = replace(w.settings, skip_unchanged=skip)
     w.core, w.exporter, w.clock = core, Exporter(), clock
     w.tables = Tables()  # type: ignore[assignment]
     w.verdict_topic, w.metrics_topic = Topic(), Topic()  # type: ignore[assignment]
@@ -86,6 +96,7 @@ def offline_worker(core: Any, clock: Clock) -> StreamWorker:
     w.captured = "stream: bench"
     w._judging = asyncio.Lock()
     w._metrics_at, w._seen, w._terminal_since, w._dirty, w._books = {}, {}, {}, set(), {}
+    w._fresh, w._rejudged = {}, 0  # type: ignore[attr-defined]
     return w
 
 
@@ -98,6 +109,7 @@ def fold(w: StreamWorker, jobs: list[str], t: datetime, step: int, first: bool) 
             state, _ = w.core.step(state, ev, t)
         table[key] = state.to_bytes()
         table.key_partitions[key] = 0
+        getattr(w, "_fresh", {}).pop(key, None)  # what `_write_back` does: a new state is judged again
         w._seen[key] = t.timestamp()
 
 
@@ -106,6 +118,8 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=2000)
     ap.add_argument("--ticks", type=int, default=4)
     ap.add_argument("--tick-secs", type=float, default=10.0)
+    ap.add_argument("--refresh-every", type=int, default=1, help="fold a refresh round before every k-th tick")
+    ap.add_argument("--no-skip", action="store_true", help="judge every job at every tick")
     ap.add_argument("--profile", help="write a cProfile of the ticks after the first here")
     ap.add_argument("--dump", help="write every published verdict here (one JSON a line) at a fixed start time, "
                                    "to compare two versions of the code")
@@ -113,7 +127,7 @@ def main() -> int:
     core = build_core()
     t = datetime(2026, 6, 1, 12, 0, tzinfo=UTC) if args.dump else datetime.now(UTC).replace(microsecond=0)
     clock = Clock(t)
-    w = offline_worker(core, clock)
+    w = offline_worker(core, clock, skip=not args.no_skip)
     if args.dump:
         w.verdict_topic.log = []  # type: ignore[attr-defined]
     jobs = [f"scale-{i:05d}" for i in range(args.jobs)]
@@ -122,8 +136,10 @@ def main() -> int:
     times: list[float] = []
     cpus: list[float] = []  # CPU time of this process: less disturbed than wall time on a shared machine
     prof = cProfile.Profile(time.process_time) if args.profile else None
+    rejudged: list[int] = []
     for k in range(args.ticks):
-        fold(w, jobs, clock.t, 2 + k, False)
+        if k % args.refresh_every == 0:
+            fold(w, jobs, clock.t, 2 + k // args.refresh_every, False)
         clock.t = t + timedelta(seconds=args.tick_secs * (k + 1))
         if prof is not None and k:
             prof.enable()
@@ -133,15 +149,19 @@ def main() -> int:
         cpus.append(time.process_time() - cpu)
         if prof is not None:
             prof.disable()
-        print(f"tick {k}: judged {len(keys)} jobs in {times[-1]:.2f}s ({cpus[-1]:.2f}s CPU), published {published}, "
-              f"load {os.getloadavg()[0]:.2f}", flush=True)
+        rejudged.append(getattr(w, "_rejudged", len(keys)))
+        print(f"tick {k}: judged {len(keys)} jobs in {times[-1]:.2f}s ({cpus[-1]:.2f}s CPU), core ran on "
+              f"{rejudged[-1]}, published {published}, load {os.getloadavg()[0]:.2f}", flush=True)
     if prof is not None:
         prof.dump_stats(args.profile)
     if args.dump:
         Path(args.dump).write_bytes(b"\n".join(w.verdict_topic.log) + b"\n")  # type: ignore[attr-defined]
     rest, rest_cpu = times[1:] or times, cpus[1:] or cpus
     print(f"RESULT jobs={len(jobs)} judge_all_s={statistics.median(rest):.2f} "
-          f"judge_all_cpu_s={statistics.median(rest_cpu):.2f} first_tick_s={times[0]:.2f}")
+          f"judge_all_cpu_s={statistics.median(rest_cpu):.2f} first_tick_s={times[0]:.2f} "
+          f"judge_all_max_s={max(rest):.2f} judge_cpu_mean_s={statistics.mean(rest_cpu):.2f} "
+          f"rejudged={statistics.median(rejudged[1:] or rejudged):.0f} refresh_every={args.refresh_every} "
+          f"skip={int(not args.no_skip)}")
     return 0
 
 
