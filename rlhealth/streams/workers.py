@@ -23,7 +23,10 @@ each raw judgement goes through the hysteresis of `rlhealth.agents.stability` (d
 docs/verdicts.md), and the result is published to the verdict topic when one of its key facts
 changed (`stability.key_facts`: the call, job status, gate status/codes/families, the staleness band,
 the evidence, a held change) or as a heartbeat every `heartbeat_secs`, with a per-job `seq` kept in
-the `verdict_book` table; it refreshes the Prometheus exporter from `core.metrics`. With
+the `verdict_book` table; it refreshes the Prometheus exporter from `core.metrics`. A job whose state
+is unchanged since its last judgement is not judged again until that judgement could change (the
+core's recheck time, the staleness band, the next metrics point, heartbeat or expiry: `_Fresh`,
+docs/verdicts.md "Judging only what can change"). With
 `clock_mode="event"` a job is judged at its newest event time rather than the wall clock (a
 backfill or a replay at full speed: each verdict is then what `probe --now` says at that time).
 Series of jobs this worker no longer owns (revoked
