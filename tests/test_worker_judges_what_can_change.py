@@ -56,7 +56,7 @@ def offline_worker(core, clock: list[datetime], skip: bool) -> StreamWorker:
     w.store, w.captured = None, "stream: test"
     w._judging = asyncio.Lock()
     w._metrics_at, w._seen, w._terminal_since, w._dirty, w._books = {}, {}, {}, set(), {}
-    w._fresh, w._rejudged = {}, 0
+    w._fresh, w._rejudged, w._writes = {}, 0, {}
     return w
 
 
@@ -155,3 +155,28 @@ def test_a_changed_state_or_book_is_judged_again(core) -> None:
     assert tick(until - t0.timestamp()) == 1  # the heartbeat is due
     w.settings = replace(w.settings, skip_unchanged=False)
     assert tick(until - t0.timestamp() + 1) == 1
+    assert tick(until - t0.timestamp() + 2) == 1  # off: every tick
+    w.settings = replace(w.settings, skip_unchanged=True)
+    assert tick(until - t0.timestamp() + 3) == 1
+    assert tick(until - t0.timestamp() + 4) == 0
+
+    # The agent folds an event while a judgement awaits a send (a verdict, or a metric point): the
+    # judgement is of the old state, so the new one is judged at the next tick.
+    for topic in (w.verdict_topic, w.metrics_topic):
+        folded = []
+        send = topic.send
+
+        async def send_and_fold(key: bytes, value: bytes, send=send, folded=folded) -> asyncio.Future[None]:
+            if not folded:
+                folded.append(1)
+                w._write_back({key: state})
+            return await send(key=key, value=value)
+
+        topic.send = send_and_fold  # type: ignore[method-assign]
+        w._write_back({key: state})
+        later = until - t0.timestamp() + 5 + (400 if topic is w.verdict_topic else 0)  # a heartbeat is due
+        assert tick(later) == 1
+        assert folded  # the send happened, and the state was rewritten during it
+        assert tick(later + 1) == 1  # so the job is judged again
+        assert tick(later + 2) == 0
+        topic.send = send  # type: ignore[method-assign]

@@ -127,15 +127,17 @@ class _Sent(NamedTuple):
     stability: Stability
     until: datetime | None  # `_Fresh.until` once this verdict is out, None: judge the job again next time
     expiry_due: float
+    writes: int  # the job's `_writes` when its state was loaded
 
 
 class _Fresh(NamedTuple):
     """Why the job need not be judged again yet: its last judgement, and until when it holds.
 
-    Valid while the job's state is the one judged (`_write_back` and `_expire` drop it, and so does any
-    change of assignment), its book's facts are the same object (`memo`) and describe the book's bytes,
-    the judging time is in [judged_at, until) and the wall clock before `wall_until`."""
+    Valid while the job's state is the one judged (its `_writes` count is still `writes`; any change of
+    assignment drops every `_Fresh`), its book's facts are the same object (`memo`) and describe the
+    book's bytes, the judging time is in [judged_at, until) and the wall clock before `wall_until`."""
 
+    writes: int
     memo: BookFacts
     judged_at: datetime
     until: datetime  # the core's recheck, the age band's next crossing, the next metrics point
@@ -227,6 +229,9 @@ class StreamWorker:
         # validated verdicts, is not decoded for every job at every tick.
         self._books: dict[bytes, BookFacts] = {}
         self._fresh: dict[bytes, _Fresh] = {}  # jobs whose judgement holds for now (`_still_fresh`)
+        # How often each job's state was written back: a judgement is kept only for the state it judged,
+        # also when the agent folds an event while the judgement awaits its sends.
+        self._writes: dict[bytes, int] = {}
         self._rejudged = 0  # jobs the last `_judge_locked` ran the core on
         self.captured = f"stream: {self.catalog.verdicts} via app {settings.app_id}"
         self._register()
@@ -370,7 +375,7 @@ class StreamWorker:
         """Reassign each job's table value (never mutate it in place): the assignment is the changelog write."""
         table = self.tables.job_health
         for key, state in states.items():
-            self._fresh.pop(key, None)  # a new state: judge it
+            self._writes[key] = self._writes.get(key, 0) + 1  # a new state: judge it
             if state is None:
                 if key in table:
                     del table[key]
@@ -481,6 +486,7 @@ class StreamWorker:
                 self._seen.pop(key, None)
                 self._terminal_since.pop(key, None)
                 self._books.pop(key, None)
+                self._writes.pop(key, None)
         log.info("revoked %d event partitions", len(gone))
 
     def ready_partitions(self, owned: set[int] | None = None) -> set[int]:
@@ -558,7 +564,8 @@ class StreamWorker:
             if not raw:
                 continue
             job_id = key.decode("utf-8", "replace")
-            if self._still_fresh(key):
+            writes = self._writes.get(key, 0)
+            if self._still_fresh(key, writes):
                 exported.append(job_id)  # its series stay as the last judgement left them
                 continue
             self._fresh.pop(key, None)
@@ -609,22 +616,23 @@ class StreamWorker:
                         memo = self._books[key] = BookFacts.of(book, data, memo.last_facts)
                     if until is not None and until > now:
                         heartbeat = memo.published_at + self.settings.heartbeat_secs
-                        self._fresh[key] = _Fresh(memo, now, until, min(heartbeat, self._expiry_due(key)))
+                        self._fresh[key] = _Fresh(writes, memo, now, until, min(heartbeat, self._expiry_due(key)))
                     continue
             out = verdict.model_copy(update={"seq": memo.seq + 1})
             out_json = out.model_dump(mode="json")  # once, for the topic and the book (`encode` writes the same)
             sent.append(_Sent(await self.verdict_topic.send(key=key, value=orjson.dumps(out_json)), key, job_id, out,
                               out_json, facts, wall, expiry, stability, until if until is not None and until > now
-                              else None, self._expiry_due(key) if expiry is None else wall))
+                              else None, self._expiry_due(key) if expiry is None else wall, writes))
         published += await self._settle(sent)
         self._rejudged = judged
         return exported, published
 
-    def _still_fresh(self, key: bytes) -> bool:
-        """Whether the job's last judgement still holds (`_Fresh`): then judging it again would change
-        nothing that is published, written or recorded (docs/verdicts.md, "Judging only what can change")."""
+    def _still_fresh(self, key: bytes, writes: int) -> bool:
+        """Whether the job's last judgement still holds (`_Fresh`) for its state as of `writes`: then
+        judging it again would change nothing that is published, written or recorded (docs/verdicts.md,
+        "Judging only what can change")."""
         f = self._fresh.get(key)
-        if f is None or not self.settings.skip_unchanged:
+        if f is None or not self.settings.skip_unchanged or f.writes != writes:
             return False
         if self._books.get(key) is not f.memo or not f.memo.describes(self.tables.verdicts.get(key)):
             return False
@@ -667,7 +675,7 @@ class StreamWorker:
         failed: BaseException | None = None
         done = 0
         for result, (_fut, key, job_id, out, out_json, facts, wall, expiry, stability, until,
-                     expiry_due) in zip(results, sent, strict=True):
+                     expiry_due, writes) in zip(results, sent, strict=True):
             if isinstance(result, BaseException):
                 failed = failed or result
                 continue
@@ -683,7 +691,7 @@ class StreamWorker:
                 data = self.tables.verdicts[key] = book.to_bytes(out_json)
                 memo = self._books[key] = BookFacts.of(book, data, facts)
                 if until is not None:
-                    self._fresh[key] = _Fresh(memo, out.produced_at, until,
+                    self._fresh[key] = _Fresh(writes, memo, out.produced_at, until,
                                               min(wall + self.settings.heartbeat_secs, expiry_due))
         if failed is not None:
             raise failed
@@ -731,6 +739,7 @@ class StreamWorker:
         self._terminal_since.pop(key, None)
         self._books.pop(key, None)
         self._fresh.pop(key, None)
+        self._writes.pop(key, None)
         self._metrics_at.pop(job_id, None)
         self._dirty.discard(key)
         self.exporter.jobs_expired.labels(reason).inc()
