@@ -125,3 +125,4 @@ def test_untracked_arithmetic_is_never_silent() -> None:
         with pytest.raises(UntrackedTimeArithmetic):
             op(strict.moment() - 900.0)
     assert strict.at == math.inf
+

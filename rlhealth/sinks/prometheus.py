@@ -216,15 +216,23 @@ def render_rows(job_id: str, rows: list[_Row]) -> tuple[str, ...]:
     parts = [""] * len(_JOB_FAMILIES)
     job = escape_label_value(job_id)
     templates = _TEMPLATES
+    escaped = _ESCAPED_EXTRA
     for i, extra, value in rows:
         head, middle, tail, extra_first = templates[i]
         if extra is None:
             parts[i] += f"{head}{job}{tail}{_value_text(value)}\n"
-        elif extra_first:
-            parts[i] += f"{head}{escape_label_value(extra)}{middle}{job}{tail}{_value_text(value)}\n"
+            continue
+        ext = escaped.get(extra)
+        if ext is None:  # the extra labels are bounded sets (roles, gates, statuses, uses)
+            ext = escaped[extra] = escape_label_value(extra)
+        if extra_first:
+            parts[i] += f"{head}{ext}{middle}{job}{tail}{_value_text(value)}\n"
         else:
-            parts[i] += f"{head}{job}{middle}{escape_label_value(extra)}{tail}{_value_text(value)}\n"
+            parts[i] += f"{head}{job}{middle}{ext}{tail}{_value_text(value)}\n"
     return tuple(parts)
+
+
+_ESCAPED_EXTRA: dict[str, str] = {}
 
 
 class _Job:
