@@ -83,6 +83,9 @@ class Clock:
         return self.t
 
 
+SKIPS = hasattr(StreamWorker, "_still_fresh")  # False on code from before the worker skipped unchanged jobs
+
+
 def offline_worker(core: Any, clock: Clock, skip: bool = True) -> StreamWorker:
     """A StreamWorker without its faust app: only what `_judge_locked` touches."""
     w = StreamWorker.__new__(StreamWorker)
@@ -96,7 +99,8 @@ def offline_worker(core: Any, clock: Clock, skip: bool = True) -> StreamWorker:
     w.captured = "stream: bench"
     w._judging = asyncio.Lock()
     w._metrics_at, w._seen, w._terminal_since, w._dirty, w._books = {}, {}, {}, set(), {}
-    w._fresh, w._rejudged, w._writes = {}, 0, {}  # type: ignore[attr-defined]
+    if SKIPS:
+        w._fresh, w._rejudged, w._writes = {}, 0, {}  # type: ignore[attr-defined]
     return w
 
 
@@ -160,7 +164,7 @@ def main() -> int:
           f"judge_all_cpu_s={statistics.median(rest_cpu):.2f} first_tick_s={times[0]:.2f} "
           f"judge_all_max_s={max(rest):.2f} judge_cpu_mean_s={statistics.mean(rest_cpu):.2f} "
           f"rejudged={statistics.median(rejudged[1:] or rejudged):.0f} refresh_every={args.refresh_every} "
-          f"skip={int(not args.no_skip)}")
+          f"skip={int(SKIPS and not args.no_skip)}")
     return 0
 
 
