@@ -49,9 +49,11 @@ def gate_c(ctx: Context) -> GateResult:
     infra = {k: v for k, v in trials.exc_types.items() if k in INFRA_EXCEPTIONS or "Auth" in k or "Sandbox" in k}
     verifier = {k: v for k, v in trials.exc_types.items() if k in VERIFIER_EXCEPTIONS}
     infra_n, verifier_n = sum(infra.values()), sum(verifier.values())
+    hour_ago = float(now) - t.completion_rate_window_s
     g.facts["desc"] = {
         "started": trials.started, "completed": trials.completed,
-        "last_hour": sum(1 for ts in trials.completed_ts if ts >= now - t.completion_rate_window_s),
+        # printed only (render), so no recheck for it: plain time (agents/recheck.py)
+        "last_hour": sum(1 for ts in trials.completed_ts if ts >= hour_ago),
         "mean_reward": exact_mean(rewards) if rewards else None, "nonzero": trials.nonzero_rewards,
         "avg_turns": avg_turns, "exceptions": dict(trials.exc_types),
     }

@@ -64,10 +64,13 @@ class Recheck:
 def _parts(x: Any) -> tuple[float, float] | None:
     """(value, slope) of a number, None for what is not one."""
     if isinstance(x, Moment):
-        return float.__float__(x), x.slope
+        return _value(x), x.slope
     if isinstance(x, (int, float)):
         return float(x), 0.0
     return None
+
+
+_value = float.__float__  # a Moment's (or any float's) plain value
 
 
 class Moment(float):
@@ -85,26 +88,32 @@ class Moment(float):
     def _make(self, value: float, slope: float) -> float:
         return Moment(value, slope, self.rec) if slope != 0.0 else value
 
-    # -- linear arithmetic: stays tracked
+    # -- linear arithmetic: stays tracked (plain floats first: the judging time minus a timestamp)
     def __add__(self, other: Any) -> Any:
+        if type(other) is float:
+            return Moment(_value(self) + other, self.slope, self.rec)
         p = _parts(other)
         if p is None:
             return NotImplemented
-        return self._make(float.__float__(self) + p[0], self.slope + p[1])
+        return self._make(_value(self) + p[0], self.slope + p[1])
 
     __radd__ = __add__
 
     def __sub__(self, other: Any) -> Any:
+        if type(other) is float:
+            return Moment(_value(self) - other, self.slope, self.rec)
         p = _parts(other)
         if p is None:
             return NotImplemented
-        return self._make(float.__float__(self) - p[0], self.slope - p[1])
+        return self._make(_value(self) - p[0], self.slope - p[1])
 
     def __rsub__(self, other: Any) -> Any:
+        if type(other) is float:
+            return Moment(other - _value(self), -self.slope, self.rec)
         p = _parts(other)
         if p is None:
             return NotImplemented
-        return self._make(p[0] - float.__float__(self), p[1] - self.slope)
+        return self._make(p[0] - _value(self), p[1] - self.slope)
 
     def __mul__(self, other: Any) -> Any:
         p = _parts(other)
@@ -146,10 +155,14 @@ class Moment(float):
 
     # -- comparisons: record when they flip
     def _cmp(self, other: Any) -> float | None:
+        if type(other) is float:
+            gap = _value(self) - other
+            self.rec.crossing(gap, self.slope)
+            return gap
         p = _parts(other)
         if p is None:
             return None
-        gap = float.__float__(self) - p[0]
+        gap = _value(self) - p[0]
         self.rec.crossing(gap, self.slope - p[1])
         return gap
 
