@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import os
 import statistics
 import sys
@@ -42,6 +43,7 @@ from scale import job_events  # noqa: E402
 from rlhealth.runtime import build_core  # noqa: E402
 from rlhealth.schemas import job_key  # noqa: E402
 from rlhealth.sinks.prometheus import Exporter  # noqa: E402
+from rlhealth.streams import workers  # noqa: E402
 from rlhealth.streams.workers import StreamWorker, WorkerSettings  # noqa: E402
 
 
@@ -127,6 +129,8 @@ def main() -> int:
     ap.add_argument("--dump", help="write every published verdict here (one JSON a line) at a fixed start time, "
                                    "to compare two versions of the code")
     args = ap.parse_args()
+    if hasattr(workers, "GC_THRESHOLDS"):  # what `StreamWorker.run` sets in the worker process
+        gc.set_threshold(*workers.GC_THRESHOLDS)
     core = build_core()
     t = datetime(2026, 6, 1, 12, 0, tzinfo=UTC) if args.dump else datetime.now(UTC).replace(microsecond=0)
     clock = Clock(t)
@@ -164,7 +168,7 @@ def main() -> int:
           f"judge_all_cpu_s={statistics.median(rest_cpu):.2f} first_tick_s={times[0]:.2f} "
           f"judge_all_max_s={max(rest):.2f} judge_cpu_mean_s={statistics.mean(rest_cpu):.2f} "
           f"rejudged={statistics.median(rejudged[1:] or rejudged):.0f} refresh_every={args.refresh_every} "
-          f"skip={int(SKIPS and not args.no_skip)}")
+          f"skip={int(SKIPS and not args.no_skip)} gc={','.join(map(str, gc.get_threshold()))}")
     return 0
 
 
