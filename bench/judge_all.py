@@ -103,7 +103,7 @@ def offline_worker(core: Any, clock: Clock, skip: bool = True) -> StreamWorker:
     w._judging = asyncio.Lock()
     w._metrics_at, w._seen, w._terminal_since, w._dirty, w._books = {}, {}, {}, set(), {}
     if SKIPS:
-        w._fresh, w._rejudged, w._writes = {}, 0, {}  # type: ignore[attr-defined]
+        w._fresh, w._rejudged, w._writes, w._waited = {}, 0, {}, 0.0  # type: ignore[attr-defined]
     return w
 
 

@@ -56,7 +56,7 @@ def offline_worker(core, clock: list[datetime], skip: bool) -> StreamWorker:
     w.store, w.captured = None, "stream: test"
     w._judging = asyncio.Lock()
     w._metrics_at, w._seen, w._terminal_since, w._dirty, w._books = {}, {}, {}, set(), {}
-    w._fresh, w._rejudged, w._writes = {}, 0, {}
+    w._fresh, w._rejudged, w._writes, w._waited = {}, 0, {}, 0.0
     return w
 
 

@@ -380,6 +380,10 @@ class Exporter(JobExporter):
                                        registry=r)
         self.judge_all_seconds = Gauge("rlhealth_judge_all_seconds",
                                        "Wall time of the last tick's judgement of every owned job.", registry=r)
+        self.judge_all_busy_seconds = Gauge(
+            "rlhealth_judge_all_busy_seconds",
+            "Of the last tick's judgement pass, the seconds spent judging: its wall time less the time it "
+            "waited for sends and yielded to the event intake.", registry=r)
         self.jobs_rejudged = Gauge("rlhealth_jobs_rejudged",
                                    "Jobs the last tick ran the core on; the others' state was unchanged and their "
                                    "judgement could not change yet (docs/verdicts.md).", registry=r)

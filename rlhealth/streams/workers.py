@@ -241,6 +241,8 @@ class StreamWorker:
         # also when the agent folds an event while the judgement awaits its sends.
         self._writes: dict[bytes, int] = {}
         self._rejudged = 0  # jobs the last `_judge_locked` ran the core on
+        self._waited = 0.0  # of the current pass, seconds spent awaiting (sends, the event intake)
+        self._busy = 0.0  # of the last pass, seconds spent judging
         self.captured = f"stream: {self.catalog.verdicts} via app {settings.app_id}"
         self._register()
 
@@ -545,6 +547,7 @@ class StreamWorker:
         started = time.perf_counter()
         exported, published = await self._judge(keys)
         self.exporter.judge_all_seconds.set(time.perf_counter() - started)
+        self.exporter.judge_all_busy_seconds.set(self._busy)
         self.exporter.jobs_rejudged.set(self._rejudged)
         self.exporter.retain(exported)
         self.exporter.jobs_owned.set(len(exported))
@@ -552,7 +555,12 @@ class StreamWorker:
 
     async def _judge(self, keys: list[bytes]) -> tuple[list[str], int]:
         async with self._judging:
-            return await self._judge_locked(keys)
+            self._waited = 0.0
+            started = time.perf_counter()
+            try:
+                return await self._judge_locked(keys)
+            finally:
+                self._busy = max(time.perf_counter() - started - self._waited, 0.0)
 
     async def _judge_locked(self, keys: list[bytes]) -> tuple[list[str], int]:
         table, book_table = self.tables.job_health, self.tables.verdicts
@@ -567,7 +575,7 @@ class StreamWorker:
             if judged and judged % 50 == 0:
                 published += await self._settle(sent)
                 sent = []
-                await asyncio.sleep(0)  # let the agent run between batches of judgements
+                await self._waiting(asyncio.sleep(0))  # let the agent run between batches of judgements
             raw = table.get(key)
             if not raw:
                 continue
@@ -628,12 +636,21 @@ class StreamWorker:
                     continue
             out = verdict.model_copy(update={"seq": memo.seq + 1})
             out_json = out.model_dump(mode="json")  # once, for the topic and the book (`encode` writes the same)
-            sent.append(_Sent(await self.verdict_topic.send(key=key, value=orjson.dumps(out_json)), key, job_id, out,
+            sent.append(_Sent(await self._waiting(self.verdict_topic.send(key=key, value=orjson.dumps(out_json))),
+                              key, job_id, out,
                               out_json, facts, wall, expiry, stability, until if until is not None and until > now
                               else None, self._expiry_due(key) if expiry is None else wall, writes))
         published += await self._settle(sent)
         self._rejudged = judged
         return exported, published
+
+    async def _waiting(self, awaitable: Any) -> Any:
+        """`await awaitable`, counting the time in `_waited` (a pass's time not spent judging)."""
+        t = time.perf_counter()
+        try:
+            return await awaitable
+        finally:
+            self._waited += time.perf_counter() - t
 
     def _still_fresh(self, key: bytes, writes: int) -> bool:
         """Whether the job's last judgement still holds (`_Fresh`) for its state as of `writes`: then
@@ -679,7 +696,7 @@ class StreamWorker:
         """Wait for a group of verdict sends; record each delivered one (book, metrics, evidence, expiry)."""
         if not sent:
             return 0
-        results = await asyncio.gather(*(x.future for x in sent), return_exceptions=True)
+        results = await self._waiting(asyncio.gather(*(x.future for x in sent), return_exceptions=True))
         failed: BaseException | None = None
         done = 0
         for result, (_fut, key, job_id, out, out_json, facts, wall, expiry, stability, until,
@@ -789,7 +806,7 @@ class StreamWorker:
             else:  # a core of another shape: ask it
                 metrics = self.core.metrics(state, now, last=verdict)
             point = metrics_point(metrics)
-            await self.metrics_topic.send(key=key, value=encode(point))
+            await self._waiting(self.metrics_topic.send(key=key, value=encode(point)))
             if self.store is not None:
                 self.store.add_metrics_point(point)
         except Exception as exc:  # noqa: BLE001 - evidence is best effort
