@@ -11,7 +11,7 @@ verdict topic. A refresh round (one log batch, GPU polls, a trial per job) is fo
     RESULT jobs=<n> judge_all_s=<median of the ticks after the first> judge_all_cpu_s=<same, CPU> first_tick_s=<first>
            judge_all_max_s=<slowest tick after the first> judge_cpu_mean_s=<mean CPU per tick after the first>
            rejudged=<median jobs the core ran on per tick after the first> refresh_every=<k> skip=<0|1>
-           gc=<the garbage collector's thresholds: the worker's GC_THRESHOLDS where the code has them>
+           gc=<the garbage collector's thresholds: the worker's `gc_thresholds()` where the code has them>
 
     python bench/judge_all.py [--jobs 2000] [--ticks 4] [--tick-secs 10] [--refresh-every 1] [--no-skip]
                               [--profile out.prof]
@@ -130,8 +130,8 @@ def main() -> int:
     ap.add_argument("--dump", help="write every published verdict here (one JSON a line) at a fixed start time, "
                                    "to compare two versions of the code")
     args = ap.parse_args()
-    if hasattr(workers, "GC_THRESHOLDS"):  # what `StreamWorker.run` sets in the worker process
-        gc.set_threshold(*workers.GC_THRESHOLDS)
+    if hasattr(workers, "gc_thresholds"):  # what `StreamWorker.run` sets in the worker process
+        gc.set_threshold(*workers.gc_thresholds())
     core = build_core()
     t = datetime(2026, 6, 1, 12, 0, tzinfo=UTC) if args.dump else datetime.now(UTC).replace(microsecond=0)
     clock = Clock(t)

@@ -150,12 +150,16 @@ TERMINAL_STATES = frozenset({"succeeded", "failed", "killed"})
 
 CORE_FACTORY_ENV = "RLHEALTH_CORE_FACTORY"
 
-# The worker's garbage-collector thresholds (CPython's default is (700, 10, 10)). Judging allocates many
-# short-lived containers, nearly all freed by reference counting; at the default, judging 4,000 jobs
-# per tick in process (`bench/judge_all.py`) ran ~2,400 young collections and 20 full ones, a third of
-# the tick's CPU. Ten times the young threshold makes full collections rare; cyclic garbage waits a
-# few thousand allocations longer.
-GC_THRESHOLDS = (7000, 10, 10)
+
+def gc_thresholds() -> tuple[int, int, int]:
+    """The worker's garbage-collector thresholds (CPython's default is (700, 10, 10)).
+
+    Judging allocates many short-lived containers, nearly all freed by reference counting; at the
+    default, judging 4,000 jobs per tick in process (`bench/judge_all.py`) ran ~2,400 young collections
+    and 20 full ones, a third of the tick's CPU. Ten times the young threshold
+    ($RLHEALTH_GC_YOUNG_THRESHOLD, default 7000) makes full collections rare; cyclic garbage waits
+    longer to be collected."""
+    return (_settings.load().gc_young_threshold, 10, 10)
 
 
 def default_core() -> Any:
@@ -875,7 +879,7 @@ class StreamWorker:
 
     def run(self) -> int:
         """Run until SIGTERM/SIGINT; returns the process exit status."""
-        gc.set_threshold(*GC_THRESHOLDS)
+        gc.set_threshold(*gc_thresholds())
         port = None
         if self.settings.metrics_port is not None:
             port = self.exporter.serve(self.settings.metrics_port, self.settings.metrics_addr)
