@@ -4,12 +4,20 @@ Builds N jobs with the events of `bench/scale.py` (spec, state poll, log batch, 
 folds them through the real core, then runs the worker's tick body (`StreamWorker._judge_locked`:
 load the state, judge, stabilise, refresh the exporter, decide whether to publish) for `--ticks`
 ticks, `--tick-secs` of clock apart, against in-memory stand-ins for the two tables and the
-verdict topic. A refresh round (one log batch, GPU polls, a trial per job) is folded in before each
-tick, as in the scale bench. Ends with
+verdict topic. A refresh round (one log batch, GPU polls, a trial per job) is folded in before every
+`--refresh-every`-th tick (default 1: every tick; 3 with a 10 s tick is the scale bench's
+`--refresh-secs 30`). Ends with
 
     RESULT jobs=<n> judge_all_s=<median of the ticks after the first> judge_all_cpu_s=<same, CPU> first_tick_s=<first>
+           judge_all_max_s=<slowest tick after the first> judge_cpu_mean_s=<mean CPU per tick after the first>
+           rejudged=<median jobs the core ran on per tick after the first> refresh_every=<k> skip=<0|1>
+           gc=<the garbage collector's thresholds: the worker's `gc_thresholds()` where the code has them>
 
-    python bench/judge_all.py [--jobs 2000] [--ticks 4] [--tick-secs 10] [--profile out.prof]
+    python bench/judge_all.py [--jobs 2000] [--ticks 4] [--tick-secs 10] [--refresh-every 1] [--no-skip]
+                              [--profile out.prof]
+
+`--no-skip` judges every job at every tick (`WorkerSettings.skip_unchanged=False`), as the worker did
+before it kept judgements that cannot change yet.
 """
 
 from __future__ import annotations
@@ -17,10 +25,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import os
 import statistics
 import sys
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -34,6 +44,7 @@ from scale import job_events  # noqa: E402
 from rlhealth.runtime import build_core  # noqa: E402
 from rlhealth.schemas import job_key  # noqa: E402
 from rlhealth.sinks.prometheus import Exporter  # noqa: E402
+from rlhealth.streams import workers  # noqa: E402
 from rlhealth.streams.workers import StreamWorker, WorkerSettings  # noqa: E402
 
 
@@ -75,10 +86,15 @@ class Clock:
         return self.t
 
 
-def offline_worker(core: Any, clock: Clock) -> StreamWorker:
+SKIPS = hasattr(StreamWorker, "_still_fresh")  # False on code from before the worker skipped unchanged jobs
+
+
+def offline_worker(core: Any, clock: Clock, skip: bool = True) -> StreamWorker:
     """A StreamWorker without its faust app: only what `_judge_locked` touches."""
     w = StreamWorker.__new__(StreamWorker)
     w.settings = WorkerSettings(bootstrap="offline", catalog=None)  # type: ignore[arg-type]
+    if "skip_unchanged" in WorkerSettings.__dataclass_fields__:  # so that the bench also runs on older code
+        w.settings = replace(w.settings, skip_unchanged=skip)
     w.core, w.exporter, w.clock = core, Exporter(), clock
     w.tables = Tables()  # type: ignore[assignment]
     w.verdict_topic, w.metrics_topic = Topic(), Topic()  # type: ignore[assignment]
@@ -86,6 +102,8 @@ def offline_worker(core: Any, clock: Clock) -> StreamWorker:
     w.captured = "stream: bench"
     w._judging = asyncio.Lock()
     w._metrics_at, w._seen, w._terminal_since, w._dirty, w._books = {}, {}, {}, set(), {}
+    if SKIPS:
+        w._fresh, w._rejudged, w._writes, w._waited = {}, 0, {}, 0.0  # type: ignore[attr-defined]
     return w
 
 
@@ -96,7 +114,7 @@ def fold(w: StreamWorker, jobs: list[str], t: datetime, step: int, first: bool) 
         state = w._load(key, job)
         for ev in job_events(job, t, step, first):
             state, _ = w.core.step(state, ev, t)
-        table[key] = state.to_bytes()
+        w._write_back({key: state})  # as the agent writes it (and so judged again)
         table.key_partitions[key] = 0
         w._seen[key] = t.timestamp()
 
@@ -106,14 +124,18 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=2000)
     ap.add_argument("--ticks", type=int, default=4)
     ap.add_argument("--tick-secs", type=float, default=10.0)
+    ap.add_argument("--refresh-every", type=int, default=1, help="fold a refresh round before every k-th tick")
+    ap.add_argument("--no-skip", action="store_true", help="judge every job at every tick")
     ap.add_argument("--profile", help="write a cProfile of the ticks after the first here")
     ap.add_argument("--dump", help="write every published verdict here (one JSON a line) at a fixed start time, "
                                    "to compare two versions of the code")
     args = ap.parse_args()
+    if hasattr(workers, "gc_thresholds"):  # what `StreamWorker.run` sets in the worker process
+        gc.set_threshold(*workers.gc_thresholds())
     core = build_core()
     t = datetime(2026, 6, 1, 12, 0, tzinfo=UTC) if args.dump else datetime.now(UTC).replace(microsecond=0)
     clock = Clock(t)
-    w = offline_worker(core, clock)
+    w = offline_worker(core, clock, skip=not args.no_skip)
     if args.dump:
         w.verdict_topic.log = []  # type: ignore[attr-defined]
     jobs = [f"scale-{i:05d}" for i in range(args.jobs)]
@@ -122,8 +144,10 @@ def main() -> int:
     times: list[float] = []
     cpus: list[float] = []  # CPU time of this process: less disturbed than wall time on a shared machine
     prof = cProfile.Profile(time.process_time) if args.profile else None
+    rejudged: list[int] = []
     for k in range(args.ticks):
-        fold(w, jobs, clock.t, 2 + k, False)
+        if k % args.refresh_every == 0:
+            fold(w, jobs, clock.t, 2 + k // args.refresh_every, False)
         clock.t = t + timedelta(seconds=args.tick_secs * (k + 1))
         if prof is not None and k:
             prof.enable()
@@ -133,15 +157,19 @@ def main() -> int:
         cpus.append(time.process_time() - cpu)
         if prof is not None:
             prof.disable()
-        print(f"tick {k}: judged {len(keys)} jobs in {times[-1]:.2f}s ({cpus[-1]:.2f}s CPU), published {published}, "
-              f"load {os.getloadavg()[0]:.2f}", flush=True)
+        rejudged.append(getattr(w, "_rejudged", len(keys)))
+        print(f"tick {k}: judged {len(keys)} jobs in {times[-1]:.2f}s ({cpus[-1]:.2f}s CPU), core ran on "
+              f"{rejudged[-1]}, published {published}, load {os.getloadavg()[0]:.2f}", flush=True)
     if prof is not None:
         prof.dump_stats(args.profile)
     if args.dump:
         Path(args.dump).write_bytes(b"\n".join(w.verdict_topic.log) + b"\n")  # type: ignore[attr-defined]
     rest, rest_cpu = times[1:] or times, cpus[1:] or cpus
     print(f"RESULT jobs={len(jobs)} judge_all_s={statistics.median(rest):.2f} "
-          f"judge_all_cpu_s={statistics.median(rest_cpu):.2f} first_tick_s={times[0]:.2f}")
+          f"judge_all_cpu_s={statistics.median(rest_cpu):.2f} first_tick_s={times[0]:.2f} "
+          f"judge_all_max_s={max(rest):.2f} judge_cpu_mean_s={statistics.mean(rest_cpu):.2f} "
+          f"rejudged={statistics.median(rejudged[1:] or rejudged):.0f} refresh_every={args.refresh_every} "
+          f"skip={int(SKIPS and not args.no_skip)} gc={','.join(map(str, gc.get_threshold()))}")
     return 0
 
 

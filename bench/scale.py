@@ -14,7 +14,8 @@ each of `--ticks` rounds the bench samples
 
 Ends with
     RESULT jobs=<n> rss_mb=<x> judge_all_s=<y> tick_s=<t> scrape_s=<z> series=<s> refresh_s=<r>
-           judge_all_p50_s=<median pass> passes=<passes seen>
+           judge_all_p50_s=<median pass> passes=<passes seen> rejudged_p50=<median jobs the core ran on per pass>
+           judge_busy_max_s=<most time a pass spent judging, not waiting for sends or the event intake>
 (the maximum over the sampled rounds for rss, judge and scrape).
 
     python bench/scale.py [--jobs 2000] [--tick-secs 30] [--refresh-secs 30] [--ticks 4] [--partitions 12]
@@ -198,6 +199,8 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
         print(f"worker holds {len(jobs)} jobs, caught up {time.monotonic() - t1:.0f}s after start", flush=True)
         samples = []
         passes: list[float] = []  # judge_all of every judgement pass seen (the gauge polled every ~3 s)
+        rejudged: list[float] = []  # jobs the core ran on in each of those passes (nan: a worker without the gauge)
+        busy: list[float] = []  # of each pass, the time spent judging (not waiting for sends or the intake)
         refresh = args.refresh_secs or args.tick_secs
         for k in range(args.ticks):
             start = time.monotonic()
@@ -212,6 +215,8 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
                 if judge != last:  # a pass ended since the last poll (equal times of two passes are merged)
                     seen.append(judge)
                     last = judge
+                    rejudged.append(m.get("rlhealth_jobs_rejudged", float("nan")))
+                    busy.append(m.get("rlhealth_judge_all_busy_seconds", float("nan")))
                 left = refresh - (time.monotonic() - start)
                 if left <= 0:
                     break
@@ -220,6 +225,8 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
             rss = rss_mb(worker.pid)
             samples.append((rss, max(scrapes), series))
             print(f"round {k}: rss {rss:.0f} MB, judge-all passes {', '.join(f'{x:.2f}' for x in seen) or '-'} s "
+                  f"(core ran on {', '.join(f'{x:.0f}' for x in rejudged[-len(seen):]) if seen else '-'} jobs, "
+                  f"judging for {', '.join(f'{x:.2f}' for x in busy[-len(seen):]) if seen else '-'} s of them) "
                   f"(tick {args.tick_secs:.0f} s), scrapes {min(scrapes):.2f}-{max(scrapes):.2f} s, {series} series, "
                   f"jobs owned {m.get('rlhealth_jobs_owned', 0):.0f}, load {os.getloadavg()[0]:.2f}", flush=True)
         rss = max(x[0] for x in samples)
@@ -229,7 +236,8 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
         series = samples[-1][2]
         print(f"RESULT jobs={len(jobs)} rss_mb={rss:.0f} judge_all_s={judge:.2f} tick_s={args.tick_secs:.0f} "
               f"scrape_s={scr:.2f} series={series} refresh_s={refresh:.0f} judge_all_p50_s={p50:.2f} "
-              f"passes={len(passes)}")
+              f"passes={len(passes)} rejudged_p50={statistics.median(rejudged) if rejudged else float('nan'):.0f} "
+              f"judge_busy_max_s={max(busy) if busy else float('nan'):.2f}")
         return 0
     finally:
         stop_worker_and_topics(worker, bootstrap, catalog.prefix)

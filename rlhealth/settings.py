@@ -49,6 +49,9 @@ class Settings(BaseSettings):
     batch_intake: bool = Field(False, description="1: the worker takes event-topic records in lists past faust's "
                                                   "per-message stream (rlhealth/streams/batch_intake.py)")
     profile: Path | None = Field(None, description="the worker's event loop is profiled (cProfile) into this file")
+    gc_young_threshold: int = Field(7000, ge=1, description="the worker's young-generation garbage-collector "
+                                    "threshold (CPython's default: 700; full collections of a large heap "
+                                    "were a third of a judging tick)")
     faust_datadir: Path | None = Field(None, description="faust's local table store of the worker")
     native: bool = Field(True, description="0 forces the pure-Python twins of the C line helper")
 

@@ -101,6 +101,7 @@ def offline_worker(clock: list[datetime]) -> StreamWorker:
     w._judging = asyncio.Lock()
     w._metrics_at, w._seen, w._terminal_since, w._dirty, w._books = {}, {}, {}, set(), {}
     w._tally, w._dead_partitions, w._news = _Tally(), {}, set()
+    w._fresh, w._rejudged, w._writes, w._waited = {}, 0, {}, 0.0
     w.settings = replace(w.settings, idle_expiry_secs=1e9, terminal_expiry_secs=1e9)
     return w
 

@@ -6,6 +6,7 @@ import statistics
 from dataclasses import dataclass
 from datetime import datetime
 
+from rlhealth.agents.recheck import Recheck
 from rlhealth.agents.signals import Catalog
 from rlhealth.agents.state import JobHealth, SignalStat, TracebackRec
 from rlhealth.agents.thresholds import DEFAULT, Thresholds
@@ -60,8 +61,10 @@ def latest_signals(state: JobHealth, names: tuple[str, ...] | list[str], attempt
 
 
 def build_context(state: JobHealth, now_dt: datetime, table: ThroughputTable, catalog: Catalog,
-                  t: Thresholds = DEFAULT) -> Context:
-    now = now_dt.timestamp()
+                  t: Thresholds = DEFAULT, recheck: Recheck | None = None) -> Context:
+    """With `recheck`, the judging time is its `Moment`: every comparison made with it, here and in the
+    gates, records when it would flip (`rlhealth.agents.recheck`)."""
+    now: float = now_dt.timestamp() if recheck is None else recheck.moment()
     spec = state.spec or {}
     tr = state.trainer
     cadence, source = cadence_of(state, spec)

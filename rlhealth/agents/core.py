@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -14,6 +15,7 @@ from rlhealth.agents.gate_liveness import gate_a
 from rlhealth.agents.gate_resources import gate_b
 from rlhealth.agents.gate_rollouts import gate_c
 from rlhealth.agents.reasons import RestartResult
+from rlhealth.agents.recheck import Recheck
 from rlhealth.agents.restarts import restart_burn
 from rlhealth.agents.signals import Catalog
 from rlhealth.agents.signatures import Classifier, RuleSet
@@ -90,6 +92,21 @@ class HealthCore:
         r = restart_burn(ctx)
         v = self._judge(ctx, r, state, now, 0)
         return v, self._metrics(ctx, r, state, now, v)
+
+    def judge_with_recheck(self, state: JobHealth, now: datetime, *,
+                           strict: bool = False) -> tuple[Verdict, JobMetrics, datetime | None]:
+        """`judge_with_metrics(state, now)` and the recheck time: the earliest judging time at which,
+        with this same state, the judgement could differ in anything but the growing ages it prints
+        (its call, status, gates' codes and families, evidence; `rlhealth.agents.recheck`). None when
+        nothing the judgement compared depends on time. The verdict and metrics are the same objects
+        `judge_with_metrics` returns. `strict`: raise on time arithmetic the recheck cannot follow (tests)."""
+        rec = Recheck(now.timestamp(), strict=strict)
+        ctx = build_context(state, now, self.throughput, self.catalog, recheck=rec)
+        r = restart_burn(ctx)
+        v = self._judge(ctx, r, state, now, 0)
+        m = self._metrics(ctx, r, state, now, v)
+        at = None if rec.at == math.inf else datetime.fromtimestamp(rec.at, UTC)
+        return v, m, at
 
     def _judge(self, ctx: Context, r: RestartResult, state: JobHealth, now: datetime, seq: int) -> Verdict:
         a = gate_a(ctx, r)

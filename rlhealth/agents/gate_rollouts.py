@@ -7,7 +7,9 @@ a third. A FAIL stands on the trial results; a KILL needs one of the others besi
 
 from __future__ import annotations
 
+import math
 import statistics
+from collections.abc import Sequence
 
 from rlhealth.agents.context import Context
 from rlhealth.agents.failures import VERIFIER_EXCEPTIONS, is_infra_exception
@@ -43,14 +45,16 @@ def gate_c(ctx: Context) -> GateResult:
 
     rewards = [r for _, r in trials.rewards]
     turns = trials.turns
-    avg_turns = statistics.mean(turns) if turns else None
+    avg_turns = exact_mean(turns) if turns else None
     infra = {k: v for k, v in trials.exc_types.items() if is_infra_exception(k)}
     verifier = {k: v for k, v in trials.exc_types.items() if k in VERIFIER_EXCEPTIONS}
     infra_n, verifier_n = sum(infra.values()), sum(verifier.values())
+    hour_ago = float(now) - t.completion_rate_window_s
     g.facts["desc"] = {
         "started": trials.started, "completed": trials.completed,
-        "last_hour": sum(1 for ts in trials.completed_ts if ts >= now - t.completion_rate_window_s),
-        "mean_reward": statistics.mean(rewards) if rewards else None, "nonzero": trials.nonzero_rewards,
+        # printed only (render), so no recheck for it: plain time (agents/recheck.py)
+        "last_hour": sum(1 for ts in trials.completed_ts if ts >= hour_ago),
+        "mean_reward": exact_mean(rewards) if rewards else None, "nonzero": trials.nonzero_rewards,
         "avg_turns": avg_turns, "exceptions": dict(trials.exc_types),
     }
 
@@ -133,3 +137,19 @@ def gate_c(ctx: Context) -> GateResult:
                                                                  f"{trials.nonzero_rewards} non-zero"))
     g.watch.append(("completion_rate", {}))
     return g
+
+
+def exact_mean(xs: Sequence[float]) -> float:
+    """`statistics.mean(xs)` (the same value and type) for ints or finite floats, without its Fraction
+    sums, which cost more than the rest of gate C at every judgement. Floats are dyadic rationals: summed
+    exactly as integers over their largest denominator, then divided once, correctly rounded, as
+    `statistics.mean` does. Anything else goes to `statistics.mean`."""
+    n = len(xs)
+    if all(type(x) is int for x in xs):
+        total = sum(xs)
+        return total // n if total % n == 0 else total / n
+    if all(type(x) is float and math.isfinite(x) for x in xs):
+        ratios = [x.as_integer_ratio() for x in xs]
+        den = max(d for _, d in ratios)  # powers of two: each divides the largest
+        return sum(num * (den // d) for num, d in ratios) / (den * n)
+    return statistics.mean(xs)

@@ -14,7 +14,7 @@ from rlhealth.agents.training_time import TrainingTime
 
 
 def age(seconds: float | None) -> str:
-    s = max(seconds or 0.0, 0.0)
+    s = 0.0 if seconds is None else max(float(seconds), 0.0)  # float(): printed only, no recheck (agents/recheck.py)
     if s < 90:
         return f"{s:.0f} s"
     if s < 5400:

@@ -123,6 +123,18 @@ def age_band(age_s: float | None) -> int:
     return sum(1 for b in AGE_BANDS_S if age_s >= b)
 
 
+def next_band_at(v: Verdict) -> datetime | None:
+    """The judging time at which `v`'s age (`age_s`, judging time - newest event, rounded to the ms)
+    enters its next band, None past the last band or without an age: until then `age_band` is the same."""
+    if v.age_s is None or v.event_time is None:
+        return None
+    for b in AGE_BANDS_S:
+        if v.age_s < b:
+            # round(age, 3) reaches b half a millisecond before the age does: a millisecond of margin
+            return v.event_time + timedelta(seconds=b - 0.001)
+    return None
+
+
 def key_facts(v: Verdict) -> tuple:
     """What a consumer must be told about when it changes: the call, the gates (status, codes,
     families), the staleness band, the evidence behind the verdict and whether a change is held."""
@@ -139,4 +151,4 @@ def changed(previous: Verdict | None, current: Verdict) -> bool:
 
 
 __all__ = ["AGE_BANDS_S", "ESCALATE_RISE_S", "HOLD_S", "Stability", "age_band", "call_of", "changed", "held_until",
-           "hold_for", "key_facts", "stabilize"]
+           "hold_for", "key_facts", "next_band_at", "stabilize"]

@@ -216,15 +216,23 @@ def render_rows(job_id: str, rows: list[_Row]) -> tuple[str, ...]:
     parts = [""] * len(_JOB_FAMILIES)
     job = escape_label_value(job_id)
     templates = _TEMPLATES
+    escaped = _ESCAPED_EXTRA
     for i, extra, value in rows:
         head, middle, tail, extra_first = templates[i]
         if extra is None:
             parts[i] += f"{head}{job}{tail}{_value_text(value)}\n"
-        elif extra_first:
-            parts[i] += f"{head}{escape_label_value(extra)}{middle}{job}{tail}{_value_text(value)}\n"
+            continue
+        ext = escaped.get(extra)
+        if ext is None:  # the extra labels are bounded sets (roles, gates, statuses, uses)
+            ext = escaped[extra] = escape_label_value(extra)
+        if extra_first:
+            parts[i] += f"{head}{ext}{middle}{job}{tail}{_value_text(value)}\n"
         else:
-            parts[i] += f"{head}{job}{middle}{escape_label_value(extra)}{tail}{_value_text(value)}\n"
+            parts[i] += f"{head}{job}{middle}{ext}{tail}{_value_text(value)}\n"
     return tuple(parts)
+
+
+_ESCAPED_EXTRA: dict[str, str] = {}
 
 
 class _Job:
@@ -372,6 +380,13 @@ class Exporter(JobExporter):
                                        registry=r)
         self.judge_all_seconds = Gauge("rlhealth_judge_all_seconds",
                                        "Wall time of the last tick's judgement of every owned job.", registry=r)
+        self.judge_all_busy_seconds = Gauge(
+            "rlhealth_judge_all_busy_seconds",
+            "Of the last tick's judgement pass, the seconds spent judging: its wall time less the time it "
+            "waited for sends and yielded to the event intake.", registry=r)
+        self.jobs_rejudged = Gauge("rlhealth_jobs_rejudged",
+                                   "Jobs the last tick ran the core on; the others' state was unchanged and their "
+                                   "judgement could not change yet (docs/verdicts.md).", registry=r)
         self.jobs_expired = Counter("rlhealth_jobs_expired",
                                     "Jobs whose state was dropped after a final verdict (ended, terminal, idle).",
                                     ["reason"], registry=r)

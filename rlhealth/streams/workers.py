@@ -23,7 +23,10 @@ each raw judgement goes through the hysteresis of `rlhealth.agents.stability` (d
 docs/verdicts.md), and the result is published to the verdict topic when one of its key facts
 changed (`stability.key_facts`: the call, job status, gate status/codes/families, the staleness band,
 the evidence, a held change) or as a heartbeat every `heartbeat_secs`, with a per-job `seq` kept in
-the `verdict_book` table; it refreshes the Prometheus exporter from `core.metrics`. With
+the `verdict_book` table; it refreshes the Prometheus exporter from `core.metrics`. A job whose state
+is unchanged since its last judgement is not judged again until that judgement could change (the
+core's recheck time, the staleness band, the next metrics point, heartbeat or expiry: `_Fresh`,
+docs/verdicts.md "Judging only what can change"). With
 `clock_mode="event"` a job is judged at its newest event time rather than the wall clock (a
 backfill or a replay at full speed: each verdict is then what `probe --now` says at that time).
 Series of jobs this worker no longer owns (revoked
@@ -42,6 +45,7 @@ it and the changelog restores the state.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import shutil
@@ -52,7 +56,7 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 import faust
@@ -63,7 +67,7 @@ from faust.types import TP
 from rlhealth import settings as _settings  # the module; `settings` is shadowed by parameters below
 from rlhealth.agents.core import as_of_verdict
 from rlhealth.agents.findings import JobMetrics
-from rlhealth.agents.stability import Stability, key_facts, stabilize
+from rlhealth.agents.stability import Stability, key_facts, next_band_at, stabilize
 from rlhealth.schemas import DeadLetter, EventDecodeError, Verdict, decode_event, encode, job_key
 from rlhealth.schemas.codec import dead_letter_json
 from rlhealth.schemas.kafka_security import KafkaSecurity, resolve
@@ -111,6 +115,8 @@ class WorkerSettings:
     metrics_every_secs: float = 60.0  # one metrics row per job per this much judging time in the evidence store
     idle_expiry_secs: float = 6 * 3600.0  # a job that sent nothing this long is ended and expired
     terminal_expiry_secs: float = 1800.0  # ... and one the scheduler has called terminal this long
+    # skip judging a job whose state is unchanged while its last judgement cannot change (docs/verdicts.md)
+    skip_unchanged: bool = True
 
 
 class _Sent(NamedTuple):
@@ -125,6 +131,23 @@ class _Sent(NamedTuple):
     wall: float
     expiry: str | None
     stability: Stability
+    until: datetime | None  # `_Fresh.until` once this verdict is out, None: judge the job again next time
+    expiry_due: float
+    writes: int  # the job's `_writes` when its state was loaded
+
+
+class _Fresh(NamedTuple):
+    """Why the job need not be judged again yet: its last judgement, and until when it holds.
+
+    Valid while the job's state is the one judged (its `_writes` count is still `writes`; any change of
+    assignment drops every `_Fresh`), its book's facts are the same object (`memo`) and describe the
+    book's bytes, the judging time is in [judged_at, until) and the wall clock before `wall_until`."""
+
+    writes: int
+    memo: BookFacts
+    judged_at: datetime
+    until: datetime  # the core's recheck, the age band's next crossing, the next metrics point
+    wall_until: float  # the next heartbeat, the job's expiry
 
 
 class OutgoingDeadLetter(NamedTuple):
@@ -160,6 +183,17 @@ TERMINAL_STATES = frozenset({"succeeded", "failed", "killed"})
 
 
 CORE_FACTORY_ENV = "RLHEALTH_CORE_FACTORY"
+
+
+def gc_thresholds() -> tuple[int, int, int]:
+    """The worker's garbage-collector thresholds (CPython's default is (700, 10, 10)).
+
+    Judging allocates many short-lived containers, nearly all freed by reference counting; at the
+    default, judging 4,000 jobs per tick in process (`bench/judge_all.py`) ran ~2,400 young collections
+    and 20 full ones, a third of the tick's CPU. Ten times the young threshold
+    ($RLHEALTH_GC_YOUNG_THRESHOLD, default 7000) makes full collections rare; cyclic garbage waits
+    longer to be collected."""
+    return (_settings.load().gc_young_threshold, 10, 10)
 
 
 def default_core() -> Any:
@@ -248,6 +282,13 @@ class StreamWorker:
         # Per job, the facts of its verdict book the tick needs (`_book_facts`), so that the book, two
         # validated verdicts, is not decoded for every job at every tick.
         self._books: dict[bytes, BookFacts] = {}
+        self._fresh: dict[bytes, _Fresh] = {}  # jobs whose judgement holds for now (`_still_fresh`)
+        # How often each job's state was written back: a judgement is kept only for the state it judged,
+        # also when the agent folds an event while the judgement awaits its sends.
+        self._writes: dict[bytes, int] = {}
+        self._rejudged = 0  # jobs the last `_judge_locked` ran the core on
+        self._waited = 0.0  # of the current pass, seconds spent awaiting (sends, the event intake)
+        self._busy = 0.0  # of the last pass, seconds spent judging
         self.captured = f"stream: {self.catalog.verdicts} via app {settings.app_id}"
         self._register()
 
@@ -454,6 +495,7 @@ class StreamWorker:
         state, or skipped a new job, and the news waited for the next regular tick."""
         table = self.tables.job_health
         for key, state in states.items():
+            self._writes[key] = self._writes.get(key, 0) + 1  # a new state: judge it
             if state is None:
                 if key in table:
                     del table[key]
@@ -512,6 +554,7 @@ class StreamWorker:
         return {tp.partition for tp in assignment if tp.topic in self.event_topics}
 
     async def _on_assigned(self, sender: Any, assigned: set[TP], **kwargs: Any) -> None:
+        self._fresh.clear()  # states may be restored from the changelog: judge everything afresh
         event_tps = {tp for tp in assigned if tp.topic in self.event_topics}
         self.exporter.partitions_owned.set(len({tp.partition for tp in event_tps}))
         try:
@@ -550,6 +593,7 @@ class StreamWorker:
         return {TP(tp.topic, tp.partition): om.offset for tp, om in offsets.items() if om.offset >= 0}
 
     async def _on_revoked(self, sender: Any, revoked: set[TP], **kwargs: Any) -> None:
+        self._fresh.clear()
         gone = {tp.partition for tp in revoked if tp.topic in self.event_topics}
         self._assignment_pending = True
         if gone:
@@ -558,6 +602,7 @@ class StreamWorker:
                 self._seen.pop(key, None)
                 self._terminal_since.pop(key, None)
                 self._books.pop(key, None)
+                self._writes.pop(key, None)
         log.info("revoked %d event partitions", len(gone))
 
     def ready_partitions(self, owned: set[int] | None = None) -> set[int]:
@@ -608,13 +653,20 @@ class StreamWorker:
         started = time.perf_counter()
         exported, published = await self._judge(keys)
         self.exporter.judge_all_seconds.set(time.perf_counter() - started)
+        self.exporter.judge_all_busy_seconds.set(self._busy)
+        self.exporter.jobs_rejudged.set(self._rejudged)
         self.exporter.retain(exported)
         self.exporter.jobs_owned.set(len(exported))
         return published
 
     async def _judge(self, keys: list[bytes]) -> tuple[list[str], int]:
         async with self._judging:
-            return await self._judge_locked(keys)
+            self._waited = 0.0
+            started = time.perf_counter()
+            try:
+                return await self._judge_locked(keys)
+            finally:
+                self._busy = max(time.perf_counter() - started - self._waited, 0.0)
 
     async def _judge_locked(self, keys: list[bytes]) -> tuple[list[str], int]:
         table, book_table = self.tables.job_health, self.tables.verdicts
@@ -624,21 +676,28 @@ class StreamWorker:
         # thousands of jobs take minutes); each group is settled (delivered, then its books written)
         # before the next, so a verdict's seq is recorded only once it is out.
         sent: list[_Sent] = []
-        for i, key in enumerate(keys):
-            if i and i % 50 == 0:
+        judged = 0
+        for key in keys:
+            if judged and judged % 50 == 0:
                 published += await self._settle(sent)
                 sent = []
-                await asyncio.sleep(0)  # let the agent run between batches of judgements
+                await self._waiting(asyncio.sleep(0))  # let the agent run between batches of judgements
             raw = table.get(key)
             if not raw:
                 continue
             job_id = key.decode("utf-8", "replace")
+            writes = self._writes.get(key, 0)
+            if self._still_fresh(key, writes):
+                exported.append(job_id)  # its series stay as the last judgement left them
+                continue
+            self._fresh.pop(key, None)
+            judged += 1
             try:
                 state = self._load(key, job_id)
                 now = self._judging_time(state)
                 wall = self.clock().timestamp()
                 expiry = self._expiry(key, state, wall)
-                raw, metrics = self._judge_one(state, now)
+                raw, metrics, recheck = self._judge_one(state, now)
                 if expiry is None:
                     self.exporter.update(metrics, raw)
                     exported.append(job_id)
@@ -656,6 +715,9 @@ class StreamWorker:
                 book = book or VerdictBook.from_bytes(book_bytes)
                 verdict, stability = stabilize(book.stability, raw)
             facts = key_facts(verdict)
+            until = None
+            if expiry is None and stability.pending_call is None and verdict.held is None:
+                until = recheck  # (the metrics point and the age band are added below)
             if expiry is not None:
                 # The final verdict goes out whatever the last call was; then the job is forgotten.
                 verdict = verdict.model_copy(update={
@@ -663,6 +725,8 @@ class StreamWorker:
                                  "watched.".strip()})
             else:
                 await self._record_metrics(key, job_id, state, now, verdict, metrics)
+                if until is not None:
+                    until = self._fresh_until(job_id, until, verdict)
                 unchanged = memo.last_facts is not None and memo.last_facts == facts  # not `stability.changed`
                 if unchanged and wall - memo.published_at < self.settings.heartbeat_secs:
                     if (stability.pending_call, stability.pending_since) != (memo.pending_call, memo.pending_since):
@@ -671,24 +735,78 @@ class StreamWorker:
                         stability.shown = book.stability.shown
                         book = replace(book, stability=stability)
                         data = book_table[key] = book.to_bytes()
-                        self._books[key] = BookFacts.of(book, data, memo.last_facts)
+                        memo = self._books[key] = BookFacts.of(book, data, memo.last_facts)
+                    if until is not None and until > now:
+                        heartbeat = memo.published_at + self.settings.heartbeat_secs
+                        self._fresh[key] = _Fresh(writes, memo, now, until, min(heartbeat, self._expiry_due(key)))
                     continue
             out = verdict.model_copy(update={"seq": memo.seq + 1})
             out_json = out.model_dump(mode="json")  # once, for the topic and the book (`encode` writes the same)
-            sent.append(_Sent(await self.verdict_topic.send(key=key, value=orjson.dumps(out_json)), key, job_id, out,
-                              out_json, facts, wall, expiry, stability))
+            sent.append(_Sent(await self._waiting(self.verdict_topic.send(key=key, value=orjson.dumps(out_json))),
+                              key, job_id, out,
+                              out_json, facts, wall, expiry, stability, until if until is not None and until > now
+                              else None, self._expiry_due(key) if expiry is None else wall, writes))
         published += await self._settle(sent)
+        self._rejudged = judged
         return exported, published
+
+    async def _waiting(self, awaitable: Any) -> Any:
+        """`await awaitable`, counting the time in `_waited` (a pass's time not spent judging)."""
+        t = time.perf_counter()
+        try:
+            return await awaitable
+        finally:
+            self._waited += time.perf_counter() - t
+
+    def _still_fresh(self, key: bytes, writes: int) -> bool:
+        """Whether the job's last judgement still holds (`_Fresh`) for its state as of `writes`: then
+        judging it again would change nothing that is published, written or recorded (docs/verdicts.md,
+        "Judging only what can change")."""
+        f = self._fresh.get(key)
+        if f is None or not self.settings.skip_unchanged or f.writes != writes:
+            return False
+        if self._books.get(key) is not f.memo or not f.memo.describes(self.tables.verdicts.get(key)):
+            return False
+        if self.clock().timestamp() >= f.wall_until:
+            return False
+        if self.settings.clock_mode == "event":
+            return True  # the same state is judged at the same time: its newest event's
+        now = self.clock()
+        return f.judged_at <= now < f.until
+
+    def _fresh_until(self, job_id: str, recheck: datetime, verdict: Verdict) -> datetime:
+        """The judging time until which the job need not be judged again: the core's recheck, the next
+        crossing of the verdict's age band, the job's next metrics point, whichever comes first."""
+        until = recheck
+        band = next_band_at(verdict)
+        if band is not None and band < until:
+            until = band
+        last = self._metrics_at.get(job_id)
+        if last is not None:
+            due = last + timedelta(seconds=self.settings.metrics_every_secs)
+            if due < until:
+                until = due
+        return until
+
+    def _expiry_due(self, key: bytes) -> float:
+        """Wall time at which `_expiry` would first say to expire the job, as its bookkeeping stands now."""
+        s = self.settings
+        seen = self._seen.get(key)
+        due = seen + s.idle_expiry_secs if seen is not None else float("-inf")
+        since = self._terminal_since.get(key)
+        if since is not None:
+            due = min(due, since + s.terminal_expiry_secs)
+        return due
 
     async def _settle(self, sent: list[_Sent]) -> int:
         """Wait for a group of verdict sends; record each delivered one (book, metrics, evidence, expiry)."""
         if not sent:
             return 0
-        results = await asyncio.gather(*(x.future for x in sent), return_exceptions=True)
+        results = await self._waiting(asyncio.gather(*(x.future for x in sent), return_exceptions=True))
         failed: BaseException | None = None
         done = 0
-        for result, (_fut, key, job_id, out, out_json, facts, wall, expiry, stability) in zip(results, sent,
-                                                                                             strict=True):
+        for result, (_fut, key, job_id, out, out_json, facts, wall, expiry, stability, until,
+                     expiry_due, writes) in zip(results, sent, strict=True):
             if isinstance(result, BaseException):
                 failed = failed or result
                 continue
@@ -702,7 +820,10 @@ class StreamWorker:
                 stability.shown = out
                 book = VerdictBook(seq=out.seq, published_at=wall, last=out, stability=stability)
                 data = self.tables.verdicts[key] = book.to_bytes(out_json)
-                self._books[key] = BookFacts.of(book, data, facts)
+                memo = self._books[key] = BookFacts.of(book, data, facts)
+                if until is not None:
+                    self._fresh[key] = _Fresh(writes, memo, out.produced_at, until,
+                                              min(wall + self.settings.heartbeat_secs, expiry_due))
         if failed is not None:
             raise failed
         return done
@@ -748,6 +869,8 @@ class StreamWorker:
         self._seen.pop(key, None)
         self._terminal_since.pop(key, None)
         self._books.pop(key, None)
+        self._fresh.pop(key, None)
+        self._writes.pop(key, None)
         self._metrics_at.pop(job_id, None)
         self._dirty.discard(key)
         self.exporter.jobs_expired.labels(reason).inc()
@@ -758,14 +881,20 @@ class StreamWorker:
             return datetime.fromtimestamp(state.last_event_ts, UTC)
         return self.clock()
 
-    def _judge_one(self, state: Any, now: datetime) -> tuple[Verdict, Any]:
-        """The raw verdict and the metrics as of it: `core.judge` then `core.metrics(last=verdict)`,
-        in one pass when the core offers it (`HealthCore.judge_with_metrics`)."""
+    def _judge_one(self, state: Any, now: datetime) -> tuple[Verdict, Any, datetime | None]:
+        """The raw verdict, the metrics as of it and the core's recheck time (None: judge again next
+        time): `HealthCore.judge_with_recheck` when the core offers it, else `judge` and `metrics`."""
+        if self.settings.skip_unchanged:
+            with_recheck = getattr(self.core, "judge_with_recheck", None)
+            if with_recheck is not None:
+                raw, metrics, at = with_recheck(state, now)
+                # None: nothing it compared depends on time; the other bounds (`_fresh_until`) still apply
+                return raw, metrics, at if at is not None else datetime.max.replace(tzinfo=UTC)
         both = getattr(self.core, "judge_with_metrics", None)
         if both is not None:
-            return both(state, now)
+            return (*both(state, now), None)
         raw = self.core.judge(state, now)
-        return raw, self.core.metrics(state, now, last=raw)
+        return raw, self.core.metrics(state, now, last=raw), None
 
     async def _record_metrics(self, key: bytes, job_id: str, state: Any, now: datetime, verdict: Any,
                               metrics: Any) -> None:
@@ -783,7 +912,7 @@ class StreamWorker:
             else:  # a core of another shape: ask it
                 metrics = self.core.metrics(state, now, last=verdict)
             point = metrics_point(metrics)
-            await self.metrics_topic.send(key=key, value=encode(point))
+            await self._waiting(self.metrics_topic.send(key=key, value=encode(point)))
             if self.store is not None:
                 self.store.add_metrics_point(point)
         except Exception as exc:  # noqa: BLE001 - evidence is best effort
@@ -852,6 +981,7 @@ class StreamWorker:
 
     def run(self) -> int:
         """Run until SIGTERM/SIGINT; returns the process exit status."""
+        gc.set_threshold(*gc_thresholds())
         port = None
         if self.settings.metrics_port is not None:
             port = self.exporter.serve(self.settings.metrics_port, self.settings.metrics_addr)
