@@ -15,7 +15,7 @@ import pytest
 
 from rlhealth.schemas import job_key
 from rlhealth.sinks.prometheus import _JOB_FAMILIES, Exporter
-from rlhealth.streams.workers import StreamWorker, WorkerSettings
+from rlhealth.streams.workers import StreamWorker, WorkerSettings, _Tally
 from tests.scenario_support import ROOT, scenario_dirs, shared_dir
 
 CAPTURES = [d / "capture" for d in scenario_dirs(ROOT / "tests" / "scenarios")] + \
@@ -57,6 +57,7 @@ def offline_worker(core, clock: list[datetime], skip: bool) -> StreamWorker:
     w._judging = asyncio.Lock()
     w._metrics_at, w._seen, w._terminal_since, w._dirty, w._books = {}, {}, {}, set(), {}
     w._fresh, w._rejudged, w._writes, w._waited = {}, 0, {}, 0.0
+    w._tally, w._dead_partitions, w._news = _Tally(), {}, set()
     return w
 
 
