@@ -18,9 +18,9 @@ import pytest
 
 from rlhealth.agents.findings import JobMetrics
 from rlhealth.schemas import Evidence, Gate, Gates, Verdict, job_key
-from rlhealth.sinks.prometheus import Exporter
 from rlhealth.streams.tables import BookFacts, VerdictBook
-from rlhealth.streams.workers import StreamWorker, WorkerSettings, _Tally
+from rlhealth.streams.workers import StreamWorker
+from tests.offline_worker import offline_worker as make_worker
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 TICK_S = 60.0
@@ -71,37 +71,8 @@ class ScriptedCore:
                           last_event_time=None, at=now)
 
 
-class MemTable(dict):  # type: ignore[type-arg]
-    key_partitions: dict[bytes, int]
-
-
-class Tables:
-    def __init__(self) -> None:
-        self.job_health, self.verdicts = MemTable(), MemTable()
-
-
-class Topic:
-    def __init__(self) -> None:
-        self.sent: list[tuple[bytes, bytes]] = []
-
-    async def send(self, key: bytes, value: bytes) -> asyncio.Future[None]:
-        self.sent.append((key, value))
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        fut.set_result(None)
-        return fut
-
-
 def offline_worker(clock: list[datetime]) -> StreamWorker:
-    w = StreamWorker.__new__(StreamWorker)
-    w.settings = WorkerSettings(bootstrap="offline", catalog=None, heartbeat_secs=300.0)  # type: ignore[arg-type]
-    w.core, w.exporter, w.clock = ScriptedCore(), Exporter(), lambda: clock[0]
-    w.tables = Tables()  # type: ignore[assignment]
-    w.verdict_topic, w.metrics_topic = Topic(), Topic()  # type: ignore[assignment]
-    w.store, w.captured = None, "stream: test"
-    w._judging = asyncio.Lock()
-    w._metrics_at, w._seen, w._terminal_since, w._dirty, w._books = {}, {}, {}, set(), {}
-    w._tally, w._dead_partitions, w._news = _Tally(), {}, set()
-    w._fresh, w._rejudged, w._writes, w._waited = {}, 0, {}, 0.0
+    w = make_worker(ScriptedCore(), clock, heartbeat_secs=300.0)
     w.settings = replace(w.settings, idle_expiry_secs=1e9, terminal_expiry_secs=1e9)
     return w
 

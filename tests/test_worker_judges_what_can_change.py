@@ -14,8 +14,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from rlhealth.schemas import job_key
-from rlhealth.sinks.prometheus import _JOB_FAMILIES, Exporter
-from rlhealth.streams.workers import StreamWorker, WorkerSettings, _Tally
+from rlhealth.sinks.prometheus import _JOB_FAMILIES
+from rlhealth.streams.workers import StreamWorker
+from tests.offline_worker import offline_worker as make_worker
 from tests.scenario_support import ROOT, scenario_dirs, shared_dir
 
 CAPTURES = [d / "capture" for d in scenario_dirs(ROOT / "tests" / "scenarios")] + \
@@ -27,38 +28,8 @@ GROWING = {"rlhealth_job_log_staleness_seconds", "rlhealth_job_verdict_timestamp
 STEADY = {i for i, f in enumerate(_JOB_FAMILIES) if f[0] not in GROWING}
 
 
-class MemTable(dict):  # type: ignore[type-arg]
-    key_partitions: dict[bytes, int]
-
-
-class Tables:
-    def __init__(self) -> None:
-        self.job_health, self.verdicts = MemTable(), MemTable()
-
-
-class Topic:
-    def __init__(self) -> None:
-        self.sent: list[tuple[bytes, bytes]] = []
-
-    async def send(self, key: bytes, value: bytes) -> asyncio.Future[None]:
-        self.sent.append((key, value))
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        fut.set_result(None)
-        return fut
-
-
 def offline_worker(core, clock: list[datetime], skip: bool) -> StreamWorker:
-    w = StreamWorker.__new__(StreamWorker)
-    w.settings = WorkerSettings(bootstrap="offline", catalog=None, skip_unchanged=skip)  # type: ignore[arg-type]
-    w.core, w.exporter, w.clock = core, Exporter(), lambda: clock[0]
-    w.tables = Tables()  # type: ignore[assignment]
-    w.verdict_topic, w.metrics_topic = Topic(), Topic()  # type: ignore[assignment]
-    w.store, w.captured = None, "stream: test"
-    w._judging = asyncio.Lock()
-    w._metrics_at, w._seen, w._terminal_since, w._dirty, w._books = {}, {}, {}, set(), {}
-    w._fresh, w._rejudged, w._writes, w._waited = {}, 0, {}, 0.0
-    w._tally, w._dead_partitions, w._news = _Tally(), {}, set()
-    return w
+    return make_worker(core, clock, skip_unchanged=skip)
 
 
 def ticks(first: float, last: float) -> list[float]:
