@@ -146,13 +146,7 @@ def test_a_store_written_before_partitioning_is_migrated_on_open(tmp_path) -> No
     con.execute("""INSERT INTO findings VALUES ('job-a', TIMESTAMPTZ '2026-03-01 12:00:00+00', 'nccl', 'r', 'fatal',
         'logs/a.log', 'old line', '{"file":"a","file_offset":1}', '{"file":"a","file_offset":1}', 'A', '{}', NULL)""")
     con.close()
-    with EvidenceStore(path) as store:
-        # the migrated row is known: offering it again adds nothing, a new one is added
-        old = Finding(kind="nccl", rule_id="r", text="old line", event_time=T0, source="logs/a.log",
-                      ref={"file": "a", "file_offset": 1})
-        store.add_findings("job-a", [old, finding(1)])
-        store.flush()
-        assert store.rows_written["findings"] == 1
+    assert reoffer_old_and_new(path) == 1
     assert query(path, "SELECT count(*) FROM findings WHERE job_id = 'job-a'") == [(2,)]
     assert query(path, "SELECT text, ref_key FROM findings WHERE rule_id = 'r'") == [
         ("old line", '{"file":"a","file_offset":1}')]
@@ -161,6 +155,17 @@ def test_a_store_written_before_partitioning_is_migrated_on_open(tmp_path) -> No
                        ).fetchall() == [("VIEW",)]
     assert con.execute("SELECT count(*) FROM findings").fetchall() == [(2,)]
     con.close()
+
+
+def reoffer_old_and_new(path) -> int:
+    """Open an old store with this version's writer and offer its one migrated row again beside a new
+    finding; returns the rows written (the migrated row is known: only the new one is added)."""
+    with EvidenceStore(path) as store:
+        old = Finding(kind="nccl", rule_id="r", text="old line", event_time=T0, source="logs/a.log",
+                      ref={"file": "a", "file_offset": 1})
+        store.add_findings("job-a", [old, finding(1)])
+        store.flush()
+        return store.rows_written["findings"]
 
 
 def _partitioned_store(path) -> None:
@@ -196,12 +201,7 @@ def test_a_partitioned_store_is_read_before_and_migrated_on_open(tmp_path) -> No
     # read as it is, before any writer of this version opened it
     assert [r[2] for r in forensics.timeline(path, "job-a").rows] == ["r", "r"]
     assert query(path, "SELECT count(*) FROM findings") == [(2,)]
-    with EvidenceStore(path) as store:
-        old = Finding(kind="nccl", rule_id="r", text="old line", event_time=T0, source="logs/a.log",
-                      ref={"file": "a", "file_offset": 1})
-        store.add_findings("job-a", [old, finding(1)])
-        store.flush()
-        assert store.rows_written["findings"] == 1
+    assert reoffer_old_and_new(path) == 1
     assert query(path, "SELECT count(*), count(*) FILTER (ref_key = 'noref:abc') FROM findings") == [(3, 1)]
     assert [r[2] for r in forensics.timeline(path, "job-a").rows] == ["r", "nccl.watchdog_timeout", "r"]
     con = duckdb.connect(str(path), read_only=True)
