@@ -40,6 +40,8 @@ class Settings(BaseSettings):
                                               "(e.g. sas,conn_str)")
     probe_workers: int | None = Field(None, ge=0, description="log-reading worker processes of `probe` "
                                                               "(0: one process; unset: chosen by size and CPUs)")
+    max_decompressed_log_bytes: int = Field(4 << 30, ge=1, description="a compressed rotated log in a capture "
+                                            "(.gz, .bz2, .xz) is unpacked up to this size; the rest is not read")
     core_factory: str = Field("", description="module:callable building the worker's HealthCore (tests)")
     duckdb_memory_limit_bytes: int = Field(512 << 20, ge=0, description="memory cap of the evidence store's "
                                            "DuckDB writer (0: DuckDB's own default, 80% of RAM)")

@@ -34,6 +34,7 @@ import functools
 import heapq
 import os
 import stat
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -43,6 +44,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from rlhealth import settings
 from rlhealth.agents.signatures import Classifier
 from rlhealth.schemas.common import EventBase, Source
 from rlhealth.schemas.events import (
@@ -55,6 +57,7 @@ from rlhealth.schemas.events import (
     RolloutSpec,
 )
 from rlhealth.sources import harbor, kubectl, slurm
+from rlhealth.sources.compressed import UNREADABLE_SUFFIXES, codec_suffix, decompress_to, rotation_groups
 from rlhealth.sources.logfiles import CHUNK_BYTES, LogReader, slurm_leg_order, source_for
 from rlhealth.sources.nvidia_smi import GpuCsvParser, attach_apps, parse_compute_apps_csv
 from rlhealth.sources.redact import redact, redact_config
@@ -62,7 +65,6 @@ from rlhealth.sources.resolved_config import load_config_files, spec_facts
 
 SHIPPER = "capture"
 _SCHEDULERS = ("kubernetes", "slurm", "other")
-_SKIP_LOG_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zip", ".tar")
 
 Problem = Literal["missing", "empty", "truncated", "invalid_utf8", "unreadable", "parse_error"]
 Gate = Literal["A", "B", "C", "restarts"]
@@ -517,8 +519,8 @@ class Capture:
 
     # -- logs -------------------------------------------------------------------------------
     def _log_iter(self, f: Path, source: Source, fallback: Callable[[], datetime],
-                  open_log: OpenLog | None = None) -> Iterator[EventBase]:
-        rel = self._rel(f)
+                  open_log: OpenLog | None = None, *, rel: str | None = None) -> Iterator[EventBase]:
+        rel = rel if rel is not None else self._rel(f)
         gate: Gate = "B" if f.name.startswith("dmesg") else "A"
         try:
             size = f.stat().st_size
@@ -609,17 +611,11 @@ class Capture:
         self._chunk_bytes = chunk_bytes_for(len(log_files))
         legs_by_id = slurm.leg_index(chain) if chain else slurm_leg_order(rels)
         iters: list[list[EventBase] | _Peeked] = [lst for lst in eager if lst]
-        for f, rel in zip(log_files, rels):
-            if f.name.endswith(_SKIP_LOG_SUFFIXES):
-                self._problem(rel, "unreadable", "A", "compressed log not read; decompress it into the capture")
-                continue
-            try:
-                mtime = datetime.fromtimestamp(f.stat().st_mtime, UTC)
-            except OSError:
-                mtime = info.captured_at
-            fb_time = mtime if mtime <= info.captured_at else window_start
-            src = source_for(rel, cluster=info.cluster, shipper=SHIPPER, leg_index=legs_by_id)
-            it = self._log_iter(f, src, functools.partial(_constant, fb_time), open_log)
+        unpacked = tempfile.TemporaryDirectory(prefix="rlhealth-capture-") if any(
+            codec_suffix(f.name) for f in log_files) else None
+        for group in rotation_groups(list(zip(log_files, rels))):
+            it = self._rotated_log_iter(group, legs_by_id, window_start, open_log,
+                                        Path(unpacked.name) if unpacked is not None else None)
             first = next(it, None)
             if first is not None:
                 iters.append(_Peeked(first, it))
@@ -629,9 +625,57 @@ class Capture:
         counts = self.stats.events
         counts["job_spec"] = 1
         yield spec
-        for ev in heapq.merge(*iters, key=lambda e: e.event_time):
-            counts[ev.kind] = counts.get(ev.kind, 0) + 1  # type: ignore[attr-defined]
-            yield ev
+        try:
+            for ev in heapq.merge(*iters, key=lambda e: e.event_time):
+                counts[ev.kind] = counts.get(ev.kind, 0) + 1  # type: ignore[attr-defined]
+                yield ev
+        finally:
+            if unpacked is not None:
+                unpacked.cleanup()
+
+    def _rotated_log_iter(self, group: list[tuple[Path, str]], legs_by_id: dict[str, int],
+                          window_start: datetime, open_log: OpenLog | None,
+                          unpack_dir: Path | None) -> Iterator[EventBase]:
+        """One log's files, oldest rotation first, read as the one file they were: a rotated file's
+        lines with no timestamp of their own continue from the time its predecessor ended."""
+        info = self.info
+        last: datetime | None = None
+        for n, (f, rel) in enumerate(group):
+            if f.name.endswith(UNREADABLE_SUFFIXES):
+                self._problem(rel, "unreadable", "A", "archive or codec rlhealth does not read (it reads .gz, "
+                                                      ".bz2, .xz); unpack it into the capture")
+                continue
+            if last is not None:
+                fb_time = last
+            else:
+                try:
+                    mtime = datetime.fromtimestamp(f.stat().st_mtime, UTC)
+                except OSError:
+                    mtime = info.captured_at
+                fb_time = mtime if mtime <= info.captured_at else window_start
+            # the stream keeps the compressed file's name: evidence offsets count the unpacked bytes
+            src = source_for(rel, cluster=info.cluster, shipper=SHIPPER, leg_index=legs_by_id)
+            readable: Path | None = f
+            if unpack_dir is not None and codec_suffix(f.name):
+                readable = self._unpack(f, rel, unpack_dir / f"{id(group)}-{n}-{f.name}")
+            if readable is None:
+                continue
+            for ev in self._log_iter(readable, src, functools.partial(_constant, fb_time), open_log, rel=rel):
+                last = ev.event_time
+                yield ev
+            if readable is not f:
+                readable.unlink(missing_ok=True)  # unpacked files are read once: free the disk now
+
+    def _unpack(self, f: Path, rel: str, dest: Path) -> Path | None:
+        """A compressed rotated log unpacked into `dest`; None (a problem noted) when nothing is readable."""
+        try:
+            out = decompress_to(f, dest, max_bytes=settings.load().max_decompressed_log_bytes)
+        except OSError as exc:
+            self._problem(rel, "unreadable", "A", f"cannot unpack: {str(exc)[:200]}")
+            return None
+        if out.problem is not None:
+            self._problem(rel, out.problem, "A", out.note)
+        return out.path if out.bytes_written else None
 
 
 def open_capture(path: Path | str, *, batch_lines: int = 500, prefilter: Classifier | None = None,

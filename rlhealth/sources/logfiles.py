@@ -45,6 +45,7 @@ from rlhealth.agents.normalize import line_timestamp
 from rlhealth.agents.signatures import Classifier
 from rlhealth.schemas.common import Source
 from rlhealth.schemas.events import MAX_LINE_CHARS, MAX_LINES_PER_BATCH, LogBatch
+from rlhealth.sources.compressed import unrotated_name
 from rlhealth.sources.redact import Redactor, default_redactor
 
 CHUNK_BYTES = 1 << 20
@@ -80,9 +81,10 @@ def describe_log(rel: str) -> LogFileInfo:
     `logs/pod_rank3.log` -> rank 3; `logs/ray/<node>/raylet.out` -> host <node>;
     `logs/finelog*.log` -> scheduler log spanning attempts; `logs/<jobid>.out|.err` (also
     `slurm-<jobid>.out`) -> one SLURM leg; `logs/dmesg-<host>.log` -> kernel log of <host>.
+    A rotated file (`123.out.1`, `pod_rank3.log.2.gz`) says what its unrotated name says.
     """
     parts = rel.replace("\\", "/").split("/")
-    name = parts[-1]
+    name = unrotated_name(parts[-1])  # `123.out.1` is still leg 123
     if "ray" in parts[:-1]:
         i = parts.index("ray")
         host = parts[i + 1] if i + 1 < len(parts) - 1 else None
