@@ -58,6 +58,7 @@ from rlhealth.schemas.events import (
 )
 from rlhealth.sources import harbor, kubectl, slurm
 from rlhealth.sources.compressed import UNREADABLE_SUFFIXES, codec_suffix, decompress_to, rotation_groups
+from rlhealth.sources.encoding import without_bom
 from rlhealth.sources.logfiles import CHUNK_BYTES, LogReader, slurm_leg_order, source_for
 from rlhealth.sources.nvidia_smi import GpuCsvParser, attach_apps, parse_compute_apps_csv
 from rlhealth.sources.redact import redact, redact_config
@@ -161,7 +162,7 @@ def read_capture_info(path: Path) -> CaptureInfo:
     try:
         if cj.exists() and not stat.S_ISREG(os.stat(cj).st_mode):
             raise CaptureError(f"{cj}: not a regular file")
-        raw = cj.read_bytes()
+        raw = without_bom(cj.read_bytes())
     except FileNotFoundError:
         raise CaptureError(f"{cj}: missing (every capture needs capture.json with job_id, cluster, scheduler, "
                            "captured_at)") from None
@@ -207,7 +208,7 @@ def _read_text(path: Path) -> tuple[str | None, int, str | None]:
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             return None, 0, "not a regular file (FIFO, socket or device): skipped"
-        raw = path.read_bytes()
+        raw = without_bom(path.read_bytes())
     except OSError as exc:
         return None, 0, str(exc)[:200]
     try:
@@ -254,6 +255,7 @@ def chunk_bytes_for(n_files: int) -> int:
 
 class Capture:
     _chunk_bytes = CHUNK_BYTES
+    _logs_have_lines = False  # some log file of the capture is not empty (set when events() starts)
 
     def __init__(self, path: Path, info: CaptureInfo, *, batch_lines: int = 500,
                  prefilter: Classifier | None = None, prefilter_now: datetime | None = None) -> None:
@@ -355,7 +357,7 @@ class Capture:
                 why = unsafe_reason(jp, self.path)
                 if why is not None:
                     raise ValueError(why)
-                obj = orjson.loads(jp.read_bytes())
+                obj = orjson.loads(without_bom(jp.read_bytes()))
                 if not isinstance(obj, dict):
                     raise ValueError("job.json must hold an object")
             except (OSError, ValueError) as exc:
@@ -468,7 +470,7 @@ class Capture:
                     t = self.info.captured_at
                 self._problem(rel, "parse_error", "A", "file name is not an RFC 3339 time; used its mtime")
             try:
-                raw = f.read_bytes()
+                raw = without_bom(f.read_bytes())
                 if not raw.strip():
                     self._problem(rel, "empty", "A", "empty pod snapshot")
                     continue
@@ -528,7 +530,9 @@ class Capture:
             self._problem(rel, "unreadable", gate, str(exc)[:200])
             return
         if size == 0:
-            self._problem(rel, "empty", gate, "empty log file")
+            # An empty stderr beside logs with lines is the norm (a SLURM leg's .err): only when every
+            # log is empty has liveness lost its evidence.
+            self._problem(rel, "empty", None if self._logs_have_lines else gate, "empty log file")
             return
         if open_log is None:
             reader = LogReader(f, job_id=self.info.job_id, source=source, batch_lines=self.batch_lines,
@@ -611,6 +615,7 @@ class Capture:
         self._chunk_bytes = chunk_bytes_for(len(log_files))
         legs_by_id = slurm.leg_index(chain) if chain else slurm_leg_order(rels)
         iters: list[list[EventBase] | _Peeked] = [lst for lst in eager if lst]
+        self._logs_have_lines = any(_size(f) > 0 for f in log_files)
         unpacked = tempfile.TemporaryDirectory(prefix="rlhealth-capture-") if any(
             codec_suffix(f.name) for f in log_files) else None
         for group in rotation_groups(list(zip(log_files, rels))):
@@ -692,6 +697,13 @@ def open_capture(path: Path | str, *, batch_lines: int = 500, prefilter: Classif
 
 __all__ = ["Capture", "CaptureError", "CaptureInfo", "CaptureStats", "SourceProblem", "open_capture",
            "parse_state_line", "pod_snapshot_poll", "read_capture_info", "unsafe_reason"]
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _constant(value: datetime) -> datetime:

@@ -51,6 +51,7 @@ import orjson
 from rlhealth.agents.normalize import line_timestamp
 from rlhealth.schemas.common import Source
 from rlhealth.schemas.events import MAX_OUTPUT_SAMPLE_CHARS, MAX_OUTPUT_SAMPLES, TrialEvent
+from rlhealth.sources.encoding import without_bom
 from rlhealth.sources.json_objects import dict_at as _dict_at
 from rlhealth.sources.json_objects import list_at as _list_at
 from rlhealth.sources.redact import redact
@@ -152,7 +153,7 @@ def _read_json(path: Path) -> tuple[Any, str | None, str | None, bytes]:
     """(obj, problem, note, raw) — problem in {missing, empty, truncated, parse_error, unreadable}."""
     try:
         _check_regular(path)
-        raw = path.read_bytes()
+        raw = without_bom(path.read_bytes())
     except FileNotFoundError:
         return None, "missing", None, b""
     except OSError as exc:

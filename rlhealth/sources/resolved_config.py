@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from rlhealth.sources.encoding import without_bom
 from rlhealth.sources.redact import redact
 
 MAX_KEYS = 2000
@@ -67,7 +68,7 @@ def load_config_files(paths: list[Path]) -> tuple[dict[str, Any], list[tuple[Pat
     errors: list[tuple[Path, str]] = []
     for p in sorted(paths):
         try:
-            text = p.read_bytes().decode("utf-8", errors="replace")
+            text = without_bom(p.read_bytes()).decode("utf-8", errors="replace")
             tree = yaml.safe_load(text)
         except (OSError, yaml.YAMLError, ValueError) as exc:
             errors.append((p, str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__))

@@ -1,0 +1,112 @@
+"""The same job captured another way gives the same verdict and codes (metamorphic tests).
+
+Real captures differ from ours in ways that carry no information about the job: `kubectl logs
+--timestamps` or the kubelet's own files put a stamp (and a stream tag) before every line, files
+exported on Windows carry a byte-order mark and CRLF endings, a pull nests the logs a level deeper,
+colours the log levels, or cuts a file mid-line. Each transform below is applied to every scenario
+capture; a verdict or code that changes is a misreading of the format, not of the job.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import orjson
+import pytest
+
+from rlhealth.agents.normalize import line_timestamp
+from rlhealth.embedded import probe
+from rlhealth.runtime import build_core
+from tests.scenario_support import ROOT, scenario_dirs, shared_dir
+
+SCENARIOS = scenario_dirs(shared_dir() / "scenarios") + scenario_dirs(ROOT / "tests" / "scenarios")
+_TEXT_SUFFIXES = (".csv", ".jsonl", ".txt", ".yaml", ".yml", ".log", ".out", ".err")
+
+
+def _logs(capture: Path) -> list[Path]:
+    return sorted(p for p in (capture / "logs").rglob("*") if p.is_file()) if (capture / "logs").is_dir() else []
+
+
+def _text_files(capture: Path) -> Iterator[Path]:
+    return (p for p in sorted(capture.rglob("*")) if p.is_file() and p.suffix in _TEXT_SUFFIXES)
+
+
+def _prefix_stamps(capture: Path, prefix: Callable[[datetime], str]) -> None:
+    """Every line of every log gets the time it was written (its own stamp, else the latest before it,
+    else the file's first), the way the kubelet records it."""
+    captured_at = datetime.fromisoformat(orjson.loads((capture / "capture.json").read_bytes())["captured_at"]
+                                         .replace("Z", "+00:00"))
+    for p in _logs(capture):
+        raw = p.read_bytes().split(b"\n")
+        times = [line_timestamp(r.decode("utf-8", "replace"), captured_at) for r in raw]
+        current = next((t for t in times if t is not None), None)
+        if current is None:
+            continue  # nothing says when its lines were written
+        out = []
+        for r, t in zip(raw, times):
+            current = t or current
+            out.append(prefix(current.astimezone(UTC)).encode() + r if r else r)
+        p.write_bytes(b"\n".join(out))
+
+
+def _rfc3339_nano(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%f") + "000Z"
+
+
+def kubectl_timestamps(capture: Path) -> None:
+    _prefix_stamps(capture, lambda t: _rfc3339_nano(t) + " ")
+
+
+def kubelet_cri_files(capture: Path) -> None:
+    # /var/log/pods/<ns>_<pod>_<uid>/<container>/0.log: "<time> <stream> <F|P> <line>"
+    _prefix_stamps(capture, lambda t: _rfc3339_nano(t) + " stdout F ")
+
+
+def windows_export(capture: Path) -> None:
+    for p in _text_files(capture):
+        b = p.read_bytes().replace(b"\r\n", b"\n").rstrip(b"\n").replace(b"\n", b"\r\n")
+        p.write_bytes((b"\xef\xbb\xbf" if p.suffix not in (".log", ".out", ".err") else b"") + b)
+
+
+_LEVEL = re.compile(rb"\b(INFO|WARNING|ERROR|DEBUG|WARN)\b")
+
+
+def messy_pull(capture: Path) -> None:
+    for p in _logs(capture):
+        b = _LEVEL.sub(lambda m: b"\x1b[32m" + m.group(1) + b"\x1b[0m", p.read_bytes())
+        p.write_bytes(b + b"\xff\xfe\x00 cut mid-wri")  # a binary tail cut mid-line
+    logs = capture / "logs"
+    if logs.is_dir():
+        logs.rename(capture / "pulled")
+        logs.mkdir()
+        (capture / "pulled").rename(logs / "node-a")
+
+
+TRANSFORMS = [kubectl_timestamps, kubelet_cri_files, windows_export, messy_pull]
+
+
+def _call(capture: Path) -> tuple:
+    v = probe(capture, build_core(), workers=0).verdict
+    return (v.verdict, v.confidence, v.job_status,
+            tuple((k, getattr(v.gates, k).status, tuple(getattr(v.gates, k).codes)) for k in "ABC"))
+
+
+@pytest.fixture(scope="module")
+def as_captured() -> dict[str, tuple]:
+    return {}
+
+
+@pytest.mark.parametrize("transform", TRANSFORMS, ids=[t.__name__ for t in TRANSFORMS])
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[p.name for p in SCENARIOS])
+def test_a_capture_taken_another_way_gives_the_same_verdict(scenario: Path, transform, tmp_path: Path,
+                                                            as_captured: dict[str, tuple]) -> None:
+    if scenario.name not in as_captured:
+        as_captured[scenario.name] = _call(scenario / "capture")
+    variant = tmp_path / "capture"
+    shutil.copytree(scenario / "capture", variant)
+    transform(variant)
+    assert _call(variant) == as_captured[scenario.name]
