@@ -3,14 +3,17 @@
 Real captures differ from ours in ways that carry no information about the job: `kubectl logs
 --timestamps` or the kubelet's own files put a stamp (and a stream tag) before every line, files
 exported on Windows carry a byte-order mark and CRLF endings, a pull nests the logs a level deeper,
-colours the log levels, or cuts a file mid-line. Each transform below is applied to every scenario
+colours the log levels, or cuts a file mid-line; a busy job prints the seed's benign noise between
+the lines that matter. Each transform below is applied to every scenario
 capture; a verdict or code that changes is a misreading of the format, not of the job.
 """
 
 from __future__ import annotations
 
+import random
 import re
 import shutil
+import tomllib
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,7 +21,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from rlhealth.agents.normalize import line_timestamp
+from rlhealth.agents.normalize import line_timestamp, peel_prefixes
 from rlhealth.embedded import probe
 from rlhealth.runtime import build_core
 from tests.scenario_support import ROOT, scenario_dirs, shared_dir
@@ -86,7 +89,40 @@ def messy_pull(capture: Path) -> None:
         (capture / "pulled").rename(logs / "node-a")
 
 
-TRANSFORMS = [kubectl_timestamps, kubelet_cri_files, windows_export, messy_pull]
+def _benign_examples() -> list[str]:
+    """The benign pack's own example lines, without their prefixes and stamps (an inserted line takes
+    the time of the line before it), less the trainer-metric examples: those are progress, not noise."""
+    pack = tomllib.loads((ROOT / "rlhealth" / "rules" / "packs" / "benign.toml").read_text())
+    out = []
+    for rule in pack["rule"]:
+        for line in rule.get("match", []):
+            text = peel_prefixes(line)[1] or line
+            text = re.sub(r"^(INFO|WARNING|DEBUG|ERROR)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+", r"\1 ", text)
+            if "WANDB_MIRROR" not in text and "prob_diff" not in text:
+                out.append(text)
+    return out
+
+
+def benign_noise(capture: Path) -> None:
+    """A fifth of the stamped lines (never inside a traceback, never in a log's last 20 lines) are
+    followed by one of the seed's benign lines."""
+    rnd = random.Random(7)
+    examples = _benign_examples()
+    assert len(examples) >= 10
+    captured_at = datetime.fromisoformat(orjson.loads((capture / "capture.json").read_bytes())["captured_at"]
+                                         .replace("Z", "+00:00"))
+    for p in _logs(capture):
+        raw = p.read_bytes().split(b"\n")
+        stamped = [line_timestamp(r.decode("utf-8", "replace"), captured_at) is not None for r in raw]
+        out = []
+        for i, r in enumerate(raw):
+            out.append(r)
+            if i + 1 < len(raw) - 20 and stamped[i] and stamped[i + 1] and rnd.random() < 0.2:
+                out.append(rnd.choice(examples).encode())
+        p.write_bytes(b"\n".join(out))
+
+
+TRANSFORMS = [kubectl_timestamps, kubelet_cri_files, windows_export, messy_pull, benign_noise]
 
 
 def _call(capture: Path) -> tuple:
