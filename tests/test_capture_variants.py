@@ -146,3 +146,27 @@ def test_a_capture_taken_another_way_gives_the_same_verdict(scenario: Path, tran
     shutil.copytree(scenario / "capture", variant)
     transform(variant)
     assert _call(variant) == as_captured[scenario.name]
+
+
+# -- less evidence never makes a KILL ------------------------------------------------------------
+
+# Sources a capture may lack (CAPTURE_FORMAT.md: "any file may be missing"). The scheduler's view is
+# not among them: without it, a job whose every attempt died the same way stays a KILL (+ ESCALATE)
+# even when the scheduler would have said the job is already over.
+REMOVABLE = ["job.json", "gpu", "trace_jobs", "config", "pods"]
+
+
+_REMOVALS = [(sc, src) for sc in SCENARIOS for src in REMOVABLE if (sc / "capture" / src).exists()]
+
+
+@pytest.mark.parametrize(("scenario", "source"), _REMOVALS, ids=[f"{sc.name}-{src}" for sc, src in _REMOVALS])
+def test_a_missing_source_never_turns_a_no_kill_into_a_kill(scenario: Path, source: str, tmp_path: Path,
+                                                            as_captured: dict[str, tuple]) -> None:
+    if scenario.name not in as_captured:
+        as_captured[scenario.name] = _call(scenario / "capture")
+    if as_captured[scenario.name][0] == "KILL":
+        pytest.skip("a KILL with every source: nothing to turn")
+    variant = tmp_path / "capture"
+    shutil.copytree(scenario / "capture", variant, ignore=lambda d, names: [source] if Path(d) == scenario / "capture"
+                    else [])
+    assert _call(variant)[0] == "NO-KILL"
