@@ -94,12 +94,32 @@ def stream_key(event) -> str:
     return s.stream or s.host or "unknown"
 
 
-def _attempt_for(state: JobHealth, event, prefixes) -> int | None:
+def _named_attempt(event, prefixes) -> int | None:
+    """The attempt a line names itself: its pod's generation, else its file's (a SLURM leg)."""
     gen = roles.generation_of_prefixes(prefixes)
-    if gen is not None:
-        return gen
-    if event.source.attempt is not None:
-        return event.source.attempt
+    return gen if gen is not None else event.source.attempt
+
+
+# A dying attempt's last lines may be stamped a little after the scheduler recorded its end (clock
+# skew, buffered output); no successor prints a line this soon after its predecessor ended.
+ATTEMPT_END_SLACK_S = 30.0
+
+
+def attempts_end_by(state: JobHealth) -> float | None:
+    """Lines stamped after this belong to the scheduler's current attempt (None: no attempt ended)."""
+    ends = [a[3] for a in state.sched.attempts if a[3] is not None]
+    return max(ends) + ATTEMPT_END_SLACK_S if ends else None
+
+
+def attempt_at(state: JobHealth, ts: float | None) -> int | None:
+    """The attempt that was running at `ts`: the first ended attempt that ended at or after it (the
+    slack included), else the scheduler's current one. A line's attempt follows from its time, not
+    from when it was folded: a scheduler log spanning every attempt is often folded after the
+    scheduler has moved on to the next."""
+    if ts is not None:
+        for a in sorted(state.sched.attempts):
+            if a[3] is not None and ts <= a[3] + ATTEMPT_END_SLACK_S:
+                return a[0]
     return state.sched.attempt
 
 
@@ -263,6 +283,7 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     stamp: datetime | None = None  # lines stamped in the same second share one datetime (a parse memo's)
     stamp_ts: float | None = None
     OTHER, ENGINE = roles.OTHER, roles.ENGINE
+    sched_attempt, ends_by = state.sched.attempt, attempts_end_by(state)
     prefixes: tuple = ()
     rest = ""
     for m in matches:
@@ -278,6 +299,10 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
                 dt = memo[index] = own_dt
                 if dt is None:
                     dt = _line_time(lines, index, now, memo, explicit_ts, walked)
+                if dt is None and rule.signal == "python_exception":
+                    # a long traceback's exception line: its look-back lines are read anyway, and the time
+                    # before the traceback places it in its attempt better than the stream's last time
+                    dt = _line_time(lines, index, now, memo, explicit_ts, None, _TB_LOOKBACK)
             if dt is None:
                 ts = no_ts
             elif dt is stamp:
@@ -296,11 +321,13 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
                                      rule.signal not in ("python_exception", "trainer_metrics_nonfinite"))
         pa = by_prefixes.get(prefixes)
         if pa is None:
-            pa = by_prefixes[prefixes] = (roles.role_of_prefixes(prefixes), _attempt_for(state, batch, prefixes), {})
+            pa = by_prefixes[prefixes] = (roles.role_of_prefixes(prefixes), _named_attempt(batch, prefixes), {})
         role = pa[0] or st.role
         if role == OTHER and ri[1] is not None:
             role = ri[1]
         attempt = pa[1]
+        if attempt is None:
+            attempt = sched_attempt if ts is None or ends_by is None or ts > ends_by else attempt_at(state, ts)
         offset = offsets[index] if offsets is not None else None
         ev = Ev(ts, key, _clip(text), rule.id, stream, offset)
         if ri[0] == "engine_stats" and ri[3]:
@@ -359,13 +386,12 @@ def _finite_or_zero(v: object) -> float:
     return _float(v) or 0.0
 
 
-_LOOKBACK_FOR_TIME = TIME_LOOKBACK_LINES
 _NO_TS = object()
 
 
 def _line_time(lines: list[str], index: int, now: datetime, memo: dict,
                explicit_ts: list | None = None, walked: dict[int, tuple[datetime | None, int]] | None = None,
-               ) -> datetime | None:
+               lookback: int = TIME_LOOKBACK_LINES) -> datetime | None:
     """A line's own timestamp, else the nearest earlier one in the batch (tqdm bars, traceback bodies).
 
     An earlier line's time in the batch's `ts` column wins over its text: a replay rebases `ts`
@@ -373,7 +399,7 @@ def _line_time(lines: list[str], index: int, now: datetime, memo: dict,
     line it stopped at: a later walk that reaches a walked line ends there (runs of unstamped progress
     bars), with that answer when its stop lies inside this walk's window, else with none (every line
     between was unstamped)."""
-    lo = max(index - _LOOKBACK_FOR_TIME, -1)
+    lo = max(index - lookback, -1)
     found: datetime | None = None
     stop = lo
     for j in range(index, lo, -1):
