@@ -20,9 +20,12 @@ SCENARIOS = scenario_dirs(shared_dir() / "scenarios") + scenario_dirs(ROOT / "te
 
 
 def _call(capture: Path, batch_lines: int) -> tuple:
-    v = probe(capture, build_core(), workers=0, batch_lines=batch_lines).verdict
+    r = probe(capture, build_core(), workers=0, batch_lines=batch_lines)
+    v = r.verdict
+    # the failures as restart-burn compares them: one failure, one id, wherever the batches were cut
+    failures = sorted((tb.exc_type, tb.fingerprint, tb.attempt, tb.fatal) for tb in r.state.tracebacks)
     return (v.verdict, v.confidence, v.job_status,
-            tuple((k, getattr(v.gates, k).status, tuple(getattr(v.gates, k).codes)) for k in "ABC"))
+            tuple((k, getattr(v.gates, k).status, tuple(getattr(v.gates, k).codes)) for k in "ABC"), failures)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[p.name for p in SCENARIOS])

@@ -77,7 +77,6 @@ def lines_before_match(rule: Rule) -> int:
 _FATAL_CONTEXT_RE = re.compile(r"Error executing job|RayTaskError|Traceback \(most recent call last\)|"
                                r"Fatal Python error")
 _FATAL_CONTEXT_LINES = 60  # how far before an exception line its traceback's header may be
-_FRAME_RE = re.compile(r'File "([^"]+)", line \d+, in (\S+)')
 
 
 def _ts(dt: datetime | None) -> float | None:
@@ -712,7 +711,6 @@ def _python_exception(state: JobHealth, m: LineMatch, role: str, ts: float | Non
         return
     start = max(0, m.index - _TB_LOOKBACK)
     context = [strip_ansi(x) for x in lines[start: m.index]]
-    frames = tuple(f"{p.rsplit('/', 1)[-1]}:{fn}" for p, fn in _FRAME_RE.findall("\n".join(context)))[-4:]
     fatal_context = any(_FATAL_CONTEXT_RE.search(x) for x in context[-_FATAL_CONTEXT_LINES:])
     if not fatal_context:
         st = state.streams.get(key)
@@ -721,7 +719,7 @@ def _python_exception(state: JobHealth, m: LineMatch, role: str, ts: float | Non
     fatal = role in (roles.TRAINER, roles.OTHER) and fatal_context
     fclass = failure_class_of(exc_type + ": " + message)
     rec = TracebackRec(
-        ts=ts, exc_type=exc_type, message=_clip(message, 300), fingerprint=fingerprint(exc_type, message, frames),
+        ts=ts, exc_type=exc_type, message=_clip(message, 300), fingerprint=fingerprint(exc_type, message),
         failure_class=fclass, stream=key, attempt=attempt, role=role,
         text=_clip("\n".join(x for x in context[-6:] if x.strip()) + "\n" + m.text, 800), fatal=fatal,
     )

@@ -1,6 +1,6 @@
 """Restart-burn: attempts burned, and whether each failed the same way.
 
-Each burned attempt's failure is its causal exception (type plus a fingerprint of its frames and
+Each burned attempt's failure is its causal exception (its type and a fingerprint of its
 normalised message), taken from that attempt's own log (SLURM leg, pod generation) when the
 scheduler only says "FAILED": two attempts with the same fingerprint are the same failure,
 however the scheduler worded the state. A wall-clock TIMEOUT followed by a running successor is

@@ -69,16 +69,19 @@ def normalize_message(message: str) -> str:
     return m[:300]
 
 
-def fingerprint(exc_type: str, message: str, frames: tuple[str, ...] | list[str] = ()) -> str:
+def fingerprint(exc_type: str, message: str) -> str:
     """Stable id of a failure across attempts: ignores numbers, sizes, hex addresses, pids,
-    paths and the module path of the exception class (torch.cuda.X == torch.X)."""
+    paths and the module path of the exception class (torch.cuda.X == torch.X).
+
+    The frames are not part of it: a shipper cuts a traceback into batches wherever it flushes, so
+    the frames a reader sees before the exception line differ from attempt to attempt, and a state
+    poll's error text has none; the same failure must get the same id from each."""
     if "(" not in exc_type:
         base = exc_type.rsplit(".", 1)[-1]
     else:  # RayTaskError(torch.OutOfMemoryError): both class names without their modules
         outer, inner = exc_type.split("(", 1)
         base = outer.rsplit(".", 1)[-1] + "(" + inner.rsplit(".", 1)[-1]
     parts = [base, normalize_message(message)]
-    parts.extend(_NUM_RE.sub("<n>", f) for f in frames)
     return hashlib.sha1("\x1f".join(parts).encode("utf-8", "replace")).hexdigest()[:16]
 
 
@@ -188,7 +191,7 @@ class TracebackAssembler:
         if len(text) > MAX_TEXT:
             text = text[:1024] + "\n[...]\n" + text[-(MAX_TEXT - 1024 - 7):]
         return Traceback(exc_type=exc_type, message=message,
-                         fingerprint=fingerprint(exc_type, message, frames[-3:]),
+                         fingerprint=fingerprint(exc_type, message),
                          first_index=ob.first_index, last_index=ob.last_index, frames=frames,
                          text=text, ts=ob.ts, chain=tuple(c[0] for c in ob.chain), stream=ob.key)
 
