@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rlhealth.agents import ingest, training_time
+from rlhealth.agents import fold_common, ingest, training_time
 
 NOW = datetime(2026, 10, 14, 17, 0, tzinfo=UTC)
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -59,8 +59,8 @@ def test_a_walk_stops_at_an_earlier_walk_inside_its_window_and_not_beyond() -> N
 @given(st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**400, 10**400), st.none(),
                  st.text(max_size=6), st.booleans()))
 def test_finite_or_zero_is_float_or_zero(v) -> None:
-    want = ingest._float(v) or 0.0
-    got = ingest._finite_or_zero(v)
+    want = fold_common.to_float(v) or 0.0
+    got = fold_common.finite_or_zero(v)
     assert got == want and type(got) is type(want) and math.copysign(1, got) == math.copysign(1, want)
 
 

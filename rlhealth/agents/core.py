@@ -8,7 +8,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from rlhealth.agents import ingest, training_time, verdict
+from rlhealth.agents import fold_events, ingest, training_time, verdict
 from rlhealth.agents.context import Context, build_context
 from rlhealth.agents.findings import Finding, JobMetrics
 from rlhealth.agents.gate_liveness import gate_a
@@ -35,12 +35,12 @@ from rlhealth.schemas import (
 
 # Event kind -> the fold that applies it (LogBatch also needs the classifier, so it is handled apart).
 _FOLDS: dict[type[EventBase], Callable[[JobHealth, Any, datetime], None]] = {
-    GpuPoll: ingest.step_gpu_poll,
-    TrialEvent: ingest.step_trial,
-    JobStatePoll: ingest.step_job_state,
-    JobSpec: ingest.step_job_spec,
-    ShipperHeartbeat: ingest.step_heartbeat,
-    JobEnded: ingest.step_job_ended,
+    GpuPoll: fold_events.step_gpu_poll,
+    TrialEvent: fold_events.step_trial,
+    JobStatePoll: fold_events.step_job_state,
+    JobSpec: fold_events.step_job_spec,
+    ShipperHeartbeat: fold_events.step_heartbeat,
+    JobEnded: fold_events.step_job_ended,
 }
 
 

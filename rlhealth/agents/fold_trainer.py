@@ -1,0 +1,141 @@
+"""Trainer progress lines folded into JobHealth: step frontier, phase timers, weight-sync windows
+and metric histories (loss, grad norm, entropy). Pure."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from rlhealth.agents import roles, training_time
+from rlhealth.agents.fold_common import as_int, to_float, touch_role
+from rlhealth.agents.state import (
+    MAX_METRIC_HISTORY,
+    MAX_STEP_HISTORY,
+    MAX_TIMERS,
+    Ev,
+    JobHealth,
+    push_capped,
+)
+
+
+def trainer_progress(state: JobHealth, sig: str, f: dict, ts: float | None, ev: Ev) -> None:
+    tr = state.trainer
+    touch_role(state, roles.TRAINER, ts)
+    if sig == "trainer_step":
+        step = as_int(f.get("step"))
+        if step is not None and tr.last_step is not None and step <= tr.last_step:
+            # A restarted process re-printing the same step is not progress.
+            return
+    if ts is not None and (tr.last_progress_ts is None or ts >= tr.last_progress_ts):
+        tr.last_progress_ts = ts
+        tr.last_progress_text = ev.text
+        tr.last_progress_source = ev.source
+    if sig == "timer_start":
+        name = str(f.get("name", ""))
+        if ts is not None and name:
+            if len(tr.open_timers) >= MAX_TIMERS and name not in tr.open_timers:
+                tr.open_timers.pop(next(iter(tr.open_timers)))
+            tr.open_timers[name] = ts
+        if name in ("sync_weights", "weight_sync", "broadcast_to_inference_engines"):
+            tr.in_weight_sync_since = ts
+    elif sig == "timer_finish":
+        name = str(f.get("name", ""))
+        secs = to_float(f.get("seconds"))
+        tr.open_timers.pop(name, None)
+        if secs is not None and name:
+            if name not in tr.phase_max_s and len(tr.phase_max_s) >= MAX_TIMERS:
+                return
+            tr.phase_max_s[name] = max(tr.phase_max_s.get(name, 0.0), secs)
+            if name in ("step", "train_step", "training_step"):
+                push_capped(tr.step_durations, secs, MAX_STEP_HISTORY)
+        if name in ("sync_weights", "weight_sync", "broadcast_to_inference_engines"):
+            tr.in_weight_sync_since = None
+    elif sig == "trainer_step":
+        step = as_int(f.get("step"))
+        if step is not None and ts is not None:
+            if tr.last_step is None or step != tr.last_step:
+                push_capped(tr.step_ts, (ts, step), MAX_STEP_HISTORY)
+            tr.last_step = step if tr.last_step is None else max(tr.last_step, step)
+            training_time.note_step(state.clock, ts, step)
+    elif sig == "trainer_metrics":
+        _trainer_metrics(state, f, ts, ev)
+
+
+# Unquoted "key:value" (verl " - actor/entropy:0.5") and "key: value |" (Megatron "lm loss: 2.1E+00 |").
+_BARE_PAIR_RE = re.compile(r"(?:^|[\s|{,])([A-Za-z][\w/.\-]*(?: [a-z][\w/.\-]*)?)\s*:\s*"
+                           r"(-?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+)|-?(?:nan|NaN|inf|Infinity))(?=\s*(?:\||-\s|,|\}|$))")
+
+
+_METRIC_PAIR_RE = re.compile(r"""['"]([\w/.\-]+)['"]\s*:\s*"""
+                             r"(-?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+)|-?(?:nan|NaN|inf|Infinity))")
+
+
+# A step's own wall time in trainer metric dicts (verl prints it on every step line).
+_STEP_TIME_KEYS = frozenset({"timing_s/step", "timing/step", "time/step", "step_time", "train/step_time"})
+
+
+def _step_time(pairs: list[tuple[str, str]]) -> float | None:
+    for key, value in pairs:
+        if key.lower() in _STEP_TIME_KEYS:
+            v = float(value.replace("Infinity", "inf"))
+            return v if math.isfinite(v) else None
+    return None
+
+
+_METRIC_KEYS: dict[str, tuple[str | None, bool]] = {}
+
+
+def _metric_key(key: str) -> tuple[str | None, bool]:
+    """(the history a metric name feeds: loss, grad_norm, entropy or None; whether a non-finite value
+    of it is an alarm), memoised: trainers print the same names on every line."""
+    lk = key.lower().replace(" ", "_")
+    kind = ("loss" if (lk.endswith("policy_loss") or lk in ("final_loss", "loss", "lm_loss") or lk.endswith("/loss")
+                       or lk.endswith("pg_loss"))
+            else "grad_norm" if "grad_norm" in lk
+            else "entropy" if lk.endswith("entropy") else None)
+    info = (kind, "loss" in lk or "grad" in lk)
+    if len(_METRIC_KEYS) < 4096:
+        _METRIC_KEYS[key] = info
+    return info
+
+
+def _trainer_metrics(state: JobHealth, f: dict, ts: float | None, ev: Ev) -> None:
+    """Loss, grad norm and entropy from WANDB_MIRROR JSON or SkyRL's printed stats dict (both key: number)."""
+    raw = f.get("metrics")
+    step = as_int(f.get("step"))
+    # quoted pairs need a quote: verl's and Megatron's lines skip that search (a substring test is ~free)
+    pairs = (("'" in raw or '"' in raw) and _METRIC_PAIR_RE.findall(raw) or _BARE_PAIR_RE.findall(raw)) \
+        if isinstance(raw, str) else []
+    if step is not None and ts is not None:
+        tr = state.trainer
+        if tr.last_step is None or step > tr.last_step:
+            push_capped(tr.step_ts, (ts, step), MAX_STEP_HISTORY)
+            tr.last_step = step
+            training_time.note_step(state.clock, ts, step, _step_time(pairs))
+        elif step == tr.last_step and state.clock.untimed_from is not None \
+                and (duration := _step_time(pairs)) is not None:
+            # the step line came first and moved the frontier without time passing (unstamped)
+            training_time.note_duration(state.clock, step, duration)
+    if not isinstance(raw, str) or ts is None:
+        return
+    hist = state.metrics
+    seen: set[str] = set()
+    nonfinite_line = False
+    for key, value in pairs:
+        info = _METRIC_KEYS.get(key)
+        if info is None:
+            info = _metric_key(key)
+        kind, loss_or_grad = info
+        if kind is None and not loss_or_grad:
+            continue  # neither kept nor a non-finite alarm, whatever its value
+        v = float(value.replace("Infinity", "inf"))
+        if not math.isfinite(v):
+            if loss_or_grad and not nonfinite_line:
+                nonfinite_line = True  # one line is one occurrence, however many fields it makes NaN
+                hist.nonfinite += 1
+                hist.nonfinite_ev = ev
+            continue
+        if kind is None or kind in seen:
+            continue  # one value per kind per line (the first is the headline one)
+        seen.add(kind)
+        push_capped(getattr(hist, kind), (ts, v), MAX_METRIC_HISTORY)
