@@ -94,3 +94,29 @@ def test_follower_for_bare_live_folder(tmp_path: Path) -> None:
     evs = f.poll()
     assert f.info.job_id == "adhoc" and _kinds(evs) == ["job_spec", "log_batch"]
     assert evs[1].event_time <= now
+
+
+def test_follower_reads_rotated_history_once_and_skips_later_rotations(tmp_path: Path) -> None:
+    import gzip
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "trainer.log.2.gz").write_bytes(gzip.compress(b"2026-01-01T10:00:00Z oldest\n"))
+    (logs / "trainer.log.1").write_text("2026-01-01T10:30:00Z older\n")
+    live = logs / "trainer.log"
+    live.write_text("2026-01-01T11:00:00Z live one\n")
+    now = [datetime(2026, 1, 1, 12, tzinfo=UTC)]
+    f = CaptureFollower(tmp_path, job_id="rot", clock=lambda: now[0])
+
+    first = [ln for e in f.poll() if e.kind == "log_batch" for ln in e.lines]
+    assert sorted(first) == ["2026-01-01T10:00:00Z oldest", "2026-01-01T10:30:00Z older",
+                             "2026-01-01T11:00:00Z live one"]
+
+    # logrotate: .1 -> .2.gz, the live file -> .1, a new live file
+    (logs / "trainer.log.2.gz").write_bytes(gzip.compress((logs / "trainer.log.1").read_bytes()))
+    live.rename(logs / "trainer.log.1")
+    live.write_text("2026-01-01T11:30:00Z after rotation\n")
+    second = [ln for e in f.poll() if e.kind == "log_batch" for ln in e.lines]
+    assert second == ["2026-01-01T11:30:00Z after rotation"]  # nothing read twice
+    (logs / "trainer.log.3.gz").write_bytes(gzip.compress(b"2026-01-01T09:00:00Z appears later\n"))
+    assert [e for e in f.poll() if e.kind == "log_batch"] == []

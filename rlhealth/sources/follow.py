@@ -7,7 +7,10 @@ What "new" means per source:
 
 * logs/** : lines appended since the last poll (per-file byte offsets; a new inode at the path
   = rotation, a size below our offset = truncation: both restart the file from 0 and are noted
-  in `problems`); a partial last line is held until its newline arrives;
+  in `problems`); a partial last line is held until its newline arrives. Rotated files
+  (`x.log.1`, `x.log.2.gz`) present at the first poll are history and are read (compressed ones
+  unpacked, once); one that appears later is a rotation of a log being followed, whose lines were
+  read under its live name, and is not read again;
 * gpu/<host>.csv : rows appended; the poll being assembled is emitted when the next poll starts
   or when a `poll()` finds no new rows for that host; compute apps from `<host>.apps.csv` are
   attached to the emitted poll nearest in time;
@@ -24,6 +27,7 @@ read by a later poll are stamped with the poll time (they just appeared).
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,6 +35,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from rlhealth import settings
 from rlhealth.agents.signatures import Classifier
 from rlhealth.schemas.common import EventBase, Source
 from rlhealth.schemas.events import GpuPoll, JobStatePoll
@@ -46,6 +51,7 @@ from rlhealth.sources.capture import (
     read_capture_info,
     unsafe_reason,
 )
+from rlhealth.sources.compressed import UNREADABLE_SUFFIXES, codec_suffix, decompress_to, unrotated_name
 from rlhealth.sources.harbor import TrialDirWatcher
 from rlhealth.sources.logfiles import LogReader, TailReader, slurm_leg_order, source_for
 from rlhealth.sources.nvidia_smi import AppGroup, GpuCsvParser, attach_apps, parse_compute_apps_csv
@@ -106,6 +112,8 @@ class CaptureFollower:
         # poll of a CSV is taken at once instead of when the next poll starts.
         self.static = False
         self._cut_noted: set[str] = set()
+        self._listed_logs = False
+        self._rotations_skipped: set[str] = set()  # rotated files not followed (see `_log_batches`)
 
     # -- helpers ----------------------------------------------------------------------------
     def _source(self, rel: str, **kw: Any) -> Source:
@@ -236,8 +244,23 @@ class CaptureFollower:
         files = self._cap.log_files()
         rels = [f.relative_to(self.path).as_posix() for f in files]
         legs = self._legs or slurm_leg_order(rels)
+        first_listing = not self._listed_logs
+        self._listed_logs = True
         for f, rel in zip(files, rels):
+            if rel in self._rotations_skipped:
+                continue
             r = self._logs.get(rel)
+            if f.name != unrotated_name(f.name):
+                if not first_listing:
+                    # history read at the first poll does not grow; a rotation that appears (or a
+                    # rotated name that now holds the live file's old lines) was read under the live name
+                    self._rotations_skipped.add(rel)
+                    continue
+                if codec_suffix(f.name) or f.name.endswith(UNREADABLE_SUFFIXES):
+                    # history from before the first poll, compressed: read once, whole
+                    self._rotations_skipped.add(rel)
+                    out.extend(self._compressed_history(f, rel, legs, now, window_start))
+                    continue
             if r is None:
                 src = source_for(rel, cluster=self.info.cluster, shipper=SHIPPER, leg_index=legs)
                 r = LogReader(f, job_id=self.info.job_id, source=src, batch_lines=self.batch_lines, lookahead=False,
@@ -265,6 +288,32 @@ class CaptureFollower:
             if r.invalid_utf8_lines > bad_before:
                 self._note(rel, "invalid_utf8", "A", "lines with invalid UTF-8", r.invalid_utf8_lines - bad_before)
         return out
+
+    def _compressed_history(self, f: Path, rel: str, legs: dict[str, int], now: datetime,
+                            window_start: datetime | None) -> list[EventBase]:
+        """A compressed rotation present at the first poll: unpacked and read once, as a capture reads it."""
+        if f.name.endswith(UNREADABLE_SUFFIXES):
+            self._note(rel, "unreadable", "A", "archive or codec rlhealth does not read (it reads .gz, .bz2, .xz)")
+            return []
+        with tempfile.TemporaryDirectory(prefix="rlhealth-follow-") as tmp:
+            try:
+                got = decompress_to(f, Path(tmp) / f.name, max_bytes=settings.load().max_decompressed_log_bytes)
+            except OSError as exc:
+                self._note(rel, "unreadable", "A", f"cannot unpack: {str(exc)[:200]}")
+                return []
+            if got.problem is not None:
+                self._note(rel, got.problem, "A", got.note)
+            if not got.bytes_written:
+                return []
+            src = source_for(rel, cluster=self.info.cluster, shipper=SHIPPER, leg_index=legs)
+            reader = LogReader(got.path, job_id=self.info.job_id, source=src, batch_lines=self.batch_lines,
+                               prefilter=self.prefilter)
+            try:
+                mtime = datetime.fromtimestamp(os.stat(f).st_mtime, UTC)
+            except OSError:
+                mtime = now
+            fb = mtime if mtime <= now else (window_start or now)
+            return list(reader.read(final=True, ref_time=now, fallback_time=fb))
 
     def _trial_events(self) -> list[EventBase]:
         root = self.path / "trace_jobs"
