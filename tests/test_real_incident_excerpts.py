@@ -187,3 +187,13 @@ def test_a_storm_of_real_benign_lines_leaves_a_healthy_job_alive(core) -> None:
     assert (v.verdict, v.job_status, v.escalate) == ("NO-KILL", "ALIVE", False)
     assert v.gates.A.status == "PASS" and v.gates.B.status == "PASS"
 
+
+
+def test_an_application_xid_after_the_last_step_is_not_read_as_the_crash(core) -> None:
+    """NVIDIA/open-gpu-kernel-modules#363: Xid 31 (an MMU fault the Xid table blames on the application; the
+    poster: nothing breaks). In the kernel log after the last step it must not be taken for the node's failure."""
+    xid31 = ["NVRM: Xid (PCI:0000:08:00): 31, pid=169800, name=chrome, Ch 00000023, intr 00000000. MMU Fault: "
+             "ENGINE CE0 HUBCLIENT_HSCE0 faulted @ 0x0_0abe0000. Fault is of type FAULT_PTE ACCESS_TYPE_VIRT_READ"]
+    v = crashed_at(core, 100, xid31, "logs/dmesg-node0.log").judge(160)
+    assert "A.crash_line_after_step" not in v.gates.A.codes
+    assert "hardware_log" not in v.gates.A.families

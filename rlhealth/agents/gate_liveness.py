@@ -195,6 +195,8 @@ def _crash_after_step(ctx: Context) -> list[tuple[str, SignalStat]]:
                 continue  # an engine's crash dump is Gate B's business; a bare traceback header says nothing
             if name == "xid" and hardware_node(ctx) is None:
                 continue  # application Xids are the program's own fault lines, not a node failure
+            if name == "sxid":
+                continue  # NVSwitch SXids are mostly non-fatal link notes; Gate B weighs them
             out.append((name, stat))
     return out
 
