@@ -197,3 +197,26 @@ def test_an_application_xid_after_the_last_step_is_not_read_as_the_crash(core) -
     v = crashed_at(core, 100, xid31, "logs/dmesg-node0.log").judge(160)
     assert "A.crash_line_after_step" not in v.gates.A.codes
     assert "hardware_log" not in v.gates.A.families
+
+
+def test_sglang_swa_decode_lines_without_a_queue_field_count_as_generation(core) -> None:
+    """sgl-project/sglang#26248: a hybrid-attention (SWA) model's decode lines end at the throughput, with no
+    '#queue-req'. An engine printing only those is generating, not silent."""
+    from datetime import timedelta
+
+    job = Job(core).spec(geometry={"num_inference_engines": 1, "engine_tp": 1, "engine_pods": ["pod-1"],
+                                   "policy_pods": ["pod-0"]}).states(0, 120, every=5)
+    job.steps(0, 120)
+    for m in range(0, 121, 10):
+        job.gpu(m, "pod-0", 85.0).gpu(m, "pod-1", 70.0)
+    job.trials(100, 8).trials(115, 8)
+    for minute in range(90, 120):
+        lines = []
+        for k in range(6):
+            t = at(minute) + timedelta(seconds=10 * k)
+            lines.append(f"[{t.strftime('%H:%M:%S')}] Decode batch, #running-req: 6, #full token: 2435072, full token "
+                         f"usage: 0.92, swa token usage: 0.09, gen throughput (token/s): 924.33")
+        job.log(minute + 0.99, lines, stream="logs/pod_rank1.log")
+    v = job.judge(120.5)
+    assert v.gates.B.codes[0] == "B.generating" and v.gates.B.status == "PASS"
+    assert v.verdict == "NO-KILL"
