@@ -16,7 +16,7 @@ from rlhealth.agents.failures import TRANSIENT_CLASSES, failure_class_of
 from rlhealth.agents.gate_resources import collective_spin, spin_evidence
 from rlhealth.agents.reasons import Code, Culprit, GateResult, RestartResult, Why
 from rlhealth.agents.render import age
-from rlhealth.agents.rootcause import culprit_for, root_cause
+from rlhealth.agents.rootcause import culprit_for, hardware_node, root_cause
 from rlhealth.agents.state import Ev, SignalStat
 
 # Death lines too broad to call a wedge on their own (a caught exception is logged in healthy runs).
@@ -114,9 +114,10 @@ def gate_a(ctx: Context, restarts: RestartResult) -> GateResult:
     # rollouts, and a slow phase of long episodes is not a hang. (One stray stats line is not steady: the
     # call must not flip on it.)
     idle_all = _all_policy_gpus_idle(ctx) if ctx.trainer_stale and not _engines_steady(ctx) else False
-    if (ctx.trainer_stale and (hang_recent or death_recent or spin or idle_all)) or \
+    after = _crash_after_step(ctx) if ctx.trainer_stale else []
+    if (ctx.trainer_stale and (hang_recent or death_recent or after or spin or idle_all)) or \
             (ctx.trainer_late and (hang_after or spin)):
-        return _wedged(ctx, g, hang_recent, death_recent, spin)
+        return _wedged(ctx, g, hang_recent, death_recent, spin, after)
 
     tail = _failing_tail(ctx, hang_recent + death_recent)
     if tail is not None:
@@ -175,8 +176,34 @@ def _terminal(ctx: Context, g: GateResult, restarts: RestartResult) -> GateResul
     return g
 
 
+def _crash_after_step(ctx: Context) -> list[tuple[str, SignalStat]]:
+    """Lines after the trainer's last step that report how a process went down without being a death line:
+    an OOM kill, a hardware-blamed GPU fault, or the trainer-side teardown a crash leaves behind (torchrun
+    closing its workers, NCCL / TCPStore peers gone). Real crashes often leave only these (a SIGKILLed rank
+    prints nothing; its peers print the fallout), and a stale trainer after one is a death, not a quiet phase.
+    Cause-bearing lines (OOM, hardware) first, so they lead the culprit."""
+    last = ctx.state.trainer.last_progress_ts
+    if last is None:
+        return []
+    out: list[tuple[str, SignalStat]] = []
+    for effect in ("oom", "hardware", "fallout"):
+        for name, stat in ctx.signals(effect, ctx.current_attempt):
+            if (stat.last_ts or 0.0) < last:
+                continue  # equal: an untimestamped line inherits the stream's last stamp, often the step's own
+            decl = ctx.catalog.decl(name)
+            if effect == "fallout" and (decl is None or decl.role != roles.TRAINER):
+                continue  # an engine's crash dump is Gate B's business; a bare traceback header says nothing
+            if name == "xid" and hardware_node(ctx) is None:
+                continue  # application Xids are the program's own fault lines, not a node failure
+            if name == "sxid":
+                continue  # NVSwitch SXids are mostly non-fatal link notes; Gate B weighs them
+            out.append((name, stat))
+    return out
+
+
 def _wedged(ctx: Context, g: GateResult, hang: list[tuple[str, SignalStat]],
-            deaths: list[tuple[str, SignalStat]], spin: dict | None) -> GateResult:
+            deaths: list[tuple[str, SignalStat]], spin: dict | None,
+            after: list[tuple[str, SignalStat]] | None = None) -> GateResult:
     tr = ctx.state.trainer
     g.status, g.job_status, g.code = "FAIL", "WEDGED", Code.WEDGED
     labels_h = sorted({ctx.catalog.label(n) for n, _ in hang})
@@ -191,6 +218,12 @@ def _wedged(ctx: Context, g: GateResult, hang: list[tuple[str, SignalStat]],
     if deaths:
         g.add(Code.DEATH_LINE, "fatal_log", labels=labels_d, count=sum(s.count for _, s in deaths))
         for _, s in deaths[:2]:
+            g.evidence.extend(s.evidence[:2])
+    if after and not (hang or deaths):
+        # One crash, one family: the leading (cause-bearing) line's own family, not fatal_log on top of it.
+        g.add(Code.CRASH_AFTER_STEP, ctx.catalog.family(after[0][0]),
+              labels=sorted({ctx.catalog.label(n) for n, _ in after}))
+        for _, s in after[:2]:
             g.evidence.extend(s.evidence[:2])
     g.add(Code.TRAINER_FROZEN, "progress_stall", since_s=ctx.trainer_since_s)
     idle_hosts, idle_ev = policy_gpus_idle(ctx)
@@ -208,6 +241,10 @@ def _wedged(ctx: Context, g: GateResult, hang: list[tuple[str, SignalStat]],
         lead = (hang or deaths)[0]
         g.culprit = culprit_for(ctx, lead[1], ctx.catalog.decl(lead[0]))
         g.cause = _cause_of(ctx, hang, deaths, g.culprit)
+    elif after:
+        decl = ctx.catalog.decl(after[0][0])
+        g.culprit = culprit_for(ctx, after[0][1], decl)
+        g.cause = decl.cause if decl is not None and decl.cause else None
     elif spin:
         g.cause = "collective_spin"
         g.culprit = Culprit(roles.TRAINER, ", ".join(spin["hosts"][:2]), None, [Why.GPUS_SPINNING])
@@ -290,7 +327,11 @@ def _failing_tail(ctx: Context, lines: list[tuple[str, SignalStat]]) -> GateResu
 def _cause_of(ctx: Context, hang: list[tuple[str, SignalStat]], deaths: list[tuple[str, SignalStat]],
               culprit: Culprit | None) -> str:
     if culprit is not None and culprit.role == roles.ENGINE:
-        return "rollout_server_dead" if "sglang" in (culprit.component or "").lower() else "engine_dead"
+        # An SGLang server is known by its own lines (rules of the sglang pack), not only by a log file
+        # or process named after it: a capture's pod_rank<N>.log names neither.
+        sglang = "sglang" in (culprit.component or "").lower() or any(
+            ev.rule_id.startswith("sglang.") for _, s in hang + deaths for ev in s.evidence)
+        return "rollout_server_dead" if sglang else "engine_dead"
     if culprit is not None and culprit.role == roles.ROLLOUT:
         return "rollout_server_dead"
     for name, _ in hang + deaths:

@@ -33,6 +33,7 @@ class Code(StrEnum):
     # Gate A supporting reasons (families)
     HANG_LINE = "A.hang_line"
     DEATH_LINE = "A.death_line"
+    CRASH_AFTER_STEP = "A.crash_line_after_step"
     ROLE_SILENT = "A.role_silent_after"
     TRAINER_FROZEN = "A.trainer_frozen"
     POLICY_GPUS_IDLE = "A.policy_gpus_idle"

@@ -298,6 +298,7 @@ _REASON = {
                                                          if f.get("count", 1) > 1 else ""),
     Code.DEATH_LINE: lambda f: " + ".join(f["labels"]) + (f" ({f['count']} lines, one cause)"
                                                           if f.get("count", 1) > 1 else ""),
+    Code.CRASH_AFTER_STEP: lambda f: " + ".join(f["labels"]) + " after the last step",
     Code.ROLE_SILENT: lambda f: f"{f['role']} silent for {age(f['quiet_s'])} after it",
     Code.TRAINER_FROZEN: lambda f: "trainer progress frozen beyond its cadence",
     Code.POLICY_GPUS_IDLE: lambda f: "policy GPUs idle with memory resident",

@@ -246,7 +246,7 @@ def _causal_text(ctx: Context, primary: GateResult | None) -> str:
     from rlhealth.agents.rootcause import causal_traceback
 
     if primary is None or primary.cause not in ("engine_dead", "rollout_server_dead", "ray_death", "nccl_hang",
-                                                 "nccl_hang_ep"):
+                                                 "nccl_hang_ep", "peer_lost"):
         return ""
     tb = causal_traceback(ctx.state.tracebacks, ctx.current_attempt)
     return f"{tb.exc_type}: {tb.message[:200]}" if tb is not None else ""
