@@ -390,6 +390,10 @@ class Exporter(JobExporter):
         self.jobs_expired = Counter("rlhealth_jobs_expired",
                                     "Jobs whose state was dropped after a final verdict (ended, terminal, idle).",
                                     ["reason"], registry=r)
+        self.delivery_stalls = Counter(
+            "rlhealth_delivery_stalls",
+            "Dead-letter batches undelivered for the stall time: the producer's metadata was refreshed "
+            "(action=metadata_refresh), then their records sent again (action=resend).", ["action"], registry=r)
         self.registry.register(self.pipeline)
 
     # per-component

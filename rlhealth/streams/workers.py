@@ -76,6 +76,7 @@ from rlhealth.sinks.evidence_records import finding_record, metrics_point
 from rlhealth.sinks.prometheus import Exporter
 from rlhealth.streams.app import DEFAULT_APP_ID, group_id, make_app
 from rlhealth.streams.batch_intake import BatchIntake, install_batch_intake
+from rlhealth.streams.delivery import Stall, await_batches, track_topics
 from rlhealth.streams.intake import RawBytes, install_lean_delivery
 from rlhealth.streams.tables import BookFacts, Tables, VerdictBook, make_tables
 
@@ -117,6 +118,8 @@ class WorkerSettings:
     terminal_expiry_secs: float = 1800.0  # ... and one the scheduler has called terminal this long
     # skip judging a job whose state is unchanged while its last judgement cannot change (docs/verdicts.md)
     skip_unchanged: bool = True
+    # dead letters undelivered this long with no batch completing: repair the producer's metadata, then resend
+    delivery_stall_secs: float = 5.0
 
 
 class _Sent(NamedTuple):
@@ -527,16 +530,19 @@ class StreamWorker:
             by_partition.setdefault(record.partition, []).append(record)
         try:
             client = self.app.producer._ensure_producer()  # type: ignore[attr-defined]  # aiokafka's: its batch API
-            futures = []
+            track_topics(client, [topic])  # else a metadata refresh can drop it with batches queued (delivery.py)
+            sent: list[tuple[Any, list[OutgoingDeadLetter]]] = []
             for part, items in by_partition.items():
-                batch = client.create_batch()
-                for item in items:
+                batch, start = client.create_batch(), 0
+                for i, item in enumerate(items):
                     if batch.append(key=item.key, value=item.value, timestamp=None) is None:  # full: send it
-                        futures.append(await client.send_batch(batch, topic, partition=part))
-                        batch = client.create_batch()
+                        sent.append((await client.send_batch(batch, topic, partition=part), items[start:i]))
+                        batch, start = client.create_batch(), i
                         batch.append(key=item.key, value=item.value, timestamp=None)  # the first always fits
-                futures.append(await client.send_batch(batch, topic, partition=part))
-            await asyncio.gather(*futures)
+                batch.close()  # complete: sent at once (no linger), and no other send is appended to it
+                sent.append((await client.send_batch(batch, topic, partition=part), items[start:]))
+            await await_batches(client, topic, sent, stall_secs=self.settings.delivery_stall_secs,
+                                on_stall=self._delivery_stalled)
         except Exception as exc:
             log.error("could not publish %d dead letters (%s): %r", len(records),
                       ", ".join(sorted({r.reason for r in records})), exc)
@@ -544,6 +550,12 @@ class StreamWorker:
         if self.store is not None:
             for record in records:
                 self.store.add_dead_letter(record.letter())
+
+    def _delivery_stalled(self, action: Stall, records: int) -> None:
+        """A dead-letter batch was not delivered for `delivery_stall_secs` (delivery.py): count, say so."""
+        self.exporter.delivery_stalls.labels(action.value).inc()
+        log.warning("%d dead letters undelivered for %.1f s: %s", records, self.settings.delivery_stall_secs,
+                    action.value)
 
     # ------------------------------------------------------------------ rebalancing
     def owned_partitions(self) -> set[int]:
@@ -555,6 +567,7 @@ class StreamWorker:
 
     async def _on_assigned(self, sender: Any, assigned: set[TP], **kwargs: Any) -> None:
         self._fresh.clear()  # states may be restored from the changelog: judge everything afresh
+        self._track_output_topics()
         event_tps = {tp for tp in assigned if tp.topic in self.event_topics}
         self.exporter.partitions_owned.set(len({tp.partition for tp in event_tps}))
         try:
@@ -573,6 +586,17 @@ class StreamWorker:
         self._assignment_pending = False
         log.info("assigned %d event partitions; %d have a backlog to fold in before judging",
                  len({tp.partition for tp in event_tps}), len({tp.partition for tp in targets}))
+
+    def _track_output_topics(self) -> None:
+        """Keep every topic this worker writes to in the producer's metadata refreshes, before anything
+        is folded: a refresh that dropped one left its queued records undeliverable (delivery.py)."""
+        c = self.catalog
+        topics = [c.deadletter, c.verdicts, c.findings, c.metrics]
+        try:
+            topics += [t.changelog_topic.get_topic_name() for t in (self.tables.job_health, self.tables.verdicts)]
+            track_topics(self.app.producer._ensure_producer(), topics)  # type: ignore[attr-defined]
+        except Exception as exc:  # noqa: BLE001 - the dead-letter path tracks its topic itself too
+            log.error("could not track the output topics in the producer's metadata: %r", exc)
 
     def _committed(self, tps: set[TP]) -> dict[TP, int]:
         if not tps:
