@@ -77,6 +77,7 @@ from rlhealth.sinks.prometheus import Exporter
 from rlhealth.streams.app import DEFAULT_APP_ID, group_id, make_app
 from rlhealth.streams.batch_intake import BatchIntake, install_batch_intake
 from rlhealth.streams.intake import RawBytes, install_lean_delivery
+from rlhealth.streams.priority import JudgingPriority
 from rlhealth.streams.tables import BookFacts, Tables, VerdictBook, make_tables
 
 log = logging.getLogger("rlhealth.worker")
@@ -278,6 +279,8 @@ class StreamWorker:
         self._seen: dict[bytes, float] = {}
         self._terminal_since: dict[bytes, float] = {}
         self._judging = asyncio.Lock()  # the two timers never judge (and bump a seq) concurrently
+        # A judging pass keeps the intake out while it runs (rlhealth/streams/priority.py)
+        self.priority = JudgingPriority(self.app, self.event_topics)
         self._metrics_at: dict[str, datetime] = {}
         # Per job, the facts of its verdict book the tick needs (`_book_facts`), so that the book, two
         # validated verdicts, is not decoded for every job at every tick.
@@ -289,6 +292,7 @@ class StreamWorker:
         self._rejudged = 0  # jobs the last `_judge_locked` ran the core on
         self._waited = 0.0  # of the current pass, seconds spent awaiting (sends, the event intake)
         self._busy = 0.0  # of the last pass, seconds spent judging
+        self._judge_all_max = 0.0  # the longest regular pass so far (wall seconds)
         self.captured = f"stream: {self.catalog.verdicts} via app {settings.app_id}"
         self._register()
 
@@ -321,6 +325,7 @@ class StreamWorker:
             # ran, and a commit flushes the producer first, so the changelog never lags a commit.
             # take_events (faust >= 0.11) is on the Stream class, not in its StreamT protocol
             async for events in stream.take_events(s.batch_max, within=s.batch_within_secs):  # type: ignore[attr-defined]
+                await self.priority.turn()  # a judging pass first (rlhealth/streams/priority.py)
                 await self._fold([event.message for event in events])
         except asyncio.CancelledError:
             raise
@@ -334,6 +339,7 @@ class StreamWorker:
         try:
             while True:
                 messages = await intake.take(self.settings.intake_batch_max)
+                await self.priority.turn()  # a judging pass first (rlhealth/streams/priority.py)
                 await self._fold(messages)
                 intake.done(messages)  # acked only once folded, as the stream does after its body
         except asyncio.CancelledError:
@@ -651,16 +657,25 @@ class StreamWorker:
         keys = self.tables.job_health.keys_in(ready)
         self._dirty.difference_update(keys)
         started = time.perf_counter()
-        exported, published = await self._judge(keys)
-        self.exporter.judge_all_seconds.set(time.perf_counter() - started)
+        exported, published = await self._judge(keys, full=True)
+        took = time.perf_counter() - started
+        self.exporter.judge_all_seconds.set(took)
+        self.exporter.judge_passes.inc()
+        if took > self.settings.tick_secs:  # some job was judged later than its tick
+            self.exporter.judge_passes_over_tick.inc()
+        self._judge_all_max = max(self._judge_all_max, took)
+        self.exporter.judge_all_max_seconds.set(self._judge_all_max)
+        self.exporter.intake_held_seconds.set(self.priority.intake_waited_s)
         self.exporter.judge_all_busy_seconds.set(self._busy)
         self.exporter.jobs_rejudged.set(self._rejudged)
         self.exporter.retain(exported)
         self.exporter.jobs_owned.set(len(exported))
         return published
 
-    async def _judge(self, keys: list[bytes]) -> tuple[list[str], int]:
-        async with self._judging:
+    async def _judge(self, keys: list[bytes], *, full: bool = False) -> tuple[list[str], int]:
+        """Judge `keys` under the judging lock, with priority over the intake (no buffer is folded
+        while the pass runs; a `full` pass, the regular tick, also pauses the event fetch)."""
+        async with self._judging, self.priority.hold(pause_fetch=full):
             self._waited = 0.0
             started = time.perf_counter()
             try:

@@ -1,0 +1,329 @@
+"""A judging pass has priority over the event intake (rlhealth/streams/priority.py).
+
+The worker's own intake loops (`_consume` for faust's per-message agent, `_consume_intake` for the
+batch intake) and its own pass (`_judge`, `_judge_locked`) run on one event loop without a broker: a
+scripted core, in-memory tables, and an intake that always has records waiting (a burst). Checked:
+no buffer starts folding while a pass judges (without the gate the intake folds between every
+slice of 50 jobs), the intake resumes after the pass, every record is folded exactly once and in
+order (and, for the batch intake, acked in order), back-to-back passes still let a buffer in, and a
+full pass pauses the event partitions' fetch and resumes exactly those, unless the group moved on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from faust.types import TP
+
+from rlhealth.agents.findings import JobMetrics
+from rlhealth.schemas import Gates, Verdict, job_key
+from rlhealth.streams.priority import JudgingPriority
+from rlhealth.streams.workers import StreamWorker
+from tests.offline_worker import offline_worker
+
+T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+JOBS = 300  # six slices of 50 judgements: the pass yields five times mid-way
+RECORDS = 400
+BUFFER = 20
+
+
+@dataclass
+class State:
+    job_id: str
+
+    def to_bytes(self) -> bytes:
+        return self.job_id.encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> State:
+        return cls(data.decode())
+
+
+class Core:
+    """Judges every job ALIVE/NO-KILL; logs each judgement in the shared trace."""
+
+    def __init__(self, trace: list[tuple[str, Any]]) -> None:
+        self.trace = trace
+
+    def new_state(self, job_id: str) -> State:
+        return State(job_id)
+
+    def judge(self, state: State, now: datetime) -> Verdict:
+        self.trace.append(("judge", state.job_id))
+        return Verdict(job_id=state.job_id, verdict="NO-KILL", confidence="high", job_status="ALIVE",
+                       escalate=False, reasoning="ok", produced_at=now, gates=Gates(),
+                       event_time=now - timedelta(seconds=5), age_s=5.0)
+
+    def metrics(self, state: State, now: datetime, last: Verdict | None = None) -> JobMetrics:
+        return JobMetrics(job_id=state.job_id, log_staleness_s={}, generation_tokens_per_s=None,
+                          running_requests=None, waiting_requests=None, trials_completed_total=0,
+                          trial_reward_mean=None, trials_nonzero_reward_ratio=None, nccl_watchdog_hits_total=0,
+                          oom_events_total=0, ray_worker_deaths_total=0, restarts_burned=None, restarts_max=None,
+                          gate_status={}, verdict=last.verdict if last else None, job_status=None,
+                          last_event_time=None, at=now)
+
+
+@dataclass(frozen=True)
+class Msg:
+    topic: str
+    partition: int
+    offset: int
+
+
+class Intake:
+    """The batch intake's interface over a burst that is all there at once."""
+
+    def __init__(self, messages: list[Msg]) -> None:
+        self.waiting = list(messages)
+        self.acked: list[Msg] = []
+        self.drained = asyncio.Event()
+
+    async def take(self, limit: int) -> list[Msg]:
+        while not self.waiting:
+            await self.drained.wait()
+            await asyncio.sleep(3600)
+        batch, self.waiting = self.waiting[:limit], self.waiting[limit:]
+        return batch
+
+    def done(self, messages: list[Msg]) -> None:
+        self.acked.extend(messages)
+        if not self.waiting:
+            self.drained.set()
+
+
+class Event:
+    def __init__(self, message: Msg) -> None:
+        self.message = message
+
+
+class Stream:
+    """What `_consume` uses of a faust stream: `take_events`, over a burst that is all there at once."""
+
+    def __init__(self, messages: list[Msg]) -> None:
+        self.waiting = list(messages)
+
+    async def take_events(self, max_: int, within: float) -> AsyncIterator[list[Event]]:
+        while self.waiting:
+            batch, self.waiting = self.waiting[:max_], self.waiting[max_:]
+            yield [Event(m) for m in batch]
+        await asyncio.sleep(3600)
+
+
+def make(trace: list[tuple[str, Any]]) -> StreamWorker:
+    w = offline_worker(Core(trace), [T0], skip_unchanged=False, intake_batch_max=BUFFER, batch_max=BUFFER)
+    for i in range(JOBS):
+        job = f"job-{i:04d}"
+        w.tables.job_health[job_key(job)] = State(job).to_bytes()
+    w.settings = replace(w.settings, idle_expiry_secs=1e9, terminal_expiry_secs=1e9)
+
+    async def fold(messages: list[Msg]) -> None:
+        trace.append(("fold", [m.offset for m in messages]))
+        await asyncio.sleep(0)  # a fold awaits its dead letters and findings: the pass may run then
+        trace.append(("folded", [m.offset for m in messages]))
+
+    def die(what: str, exc: BaseException) -> None:  # the real one exits the process
+        raise AssertionError(f"{what}: {exc!r}")
+
+    w._fold = fold  # type: ignore[method-assign]
+    w._die = die  # type: ignore[method-assign]
+    return w
+
+
+def burst() -> list[Msg]:
+    return [Msg("events", i % 3, i) for i in range(RECORDS)]
+
+
+def keys(w: StreamWorker) -> list[bytes]:
+    return sorted(w.tables.job_health)
+
+
+def folds_started_while_judging(trace: list[tuple[str, Any]]) -> int:
+    """Buffers that started folding after a pass's first judgement and before its last one."""
+    judged = [i for i, (what, _) in enumerate(trace) if what == "judge"]
+    first, last = judged[0], judged[-1]
+    return sum(1 for what, _ in trace[first:last] if what == "fold")
+
+
+def folded_offsets(trace: list[tuple[str, Any]]) -> list[int]:
+    return [o for what, offsets in trace if what == "folded" for o in offsets]
+
+
+async def run_pass_during_burst(path: str, full: bool) -> tuple[StreamWorker, list[tuple[str, Any]], Any]:
+    trace: list[tuple[str, Any]] = []
+    w = make(trace)
+    source: Any
+    if path == "batch":
+        source = w._intake = Intake(burst())  # type: ignore[assignment]
+        task = asyncio.ensure_future(w._consume_intake())
+    else:
+        source = Stream(burst())
+        task = asyncio.ensure_future(w._consume(source))
+    for _ in range(3):  # the intake is running: some buffers folded before the tick fires
+        await asyncio.sleep(0)
+    assert any(what == "folded" for what, _ in trace)
+    await w._judge(keys(w), full=full)
+    for _ in range(RECORDS):  # let the rest of the burst in
+        await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    return w, trace, source
+
+
+@pytest.mark.parametrize("path", ["agent", "batch"])
+@pytest.mark.parametrize("full", [True, False])
+def test_a_pass_is_not_interleaved_with_folding_and_the_intake_resumes(path: str, full: bool) -> None:
+    w, trace, source = asyncio.run(run_pass_during_burst(path, full))
+    assert sum(1 for what, _ in trace if what == "judge") == JOBS  # every job judged in the pass
+    assert folds_started_while_judging(trace) == 0
+    assert w.priority.is_open
+    assert w.priority.intake_waits >= 1  # the intake did wait for the pass
+    # it resumed afterwards: the whole burst folded, once each, in order
+    assert folded_offsets(trace) == list(range(RECORDS))
+    if path == "batch":
+        assert [m.offset for m in source.acked] == list(range(RECORDS))
+
+
+def test_without_the_gate_the_intake_folds_between_slices() -> None:
+    """The trace check above can fail: with a gate that never closes, the burst takes turns with the pass."""
+
+    class NoGate(JudgingPriority):
+        async def turn(self) -> None:
+            return None
+
+    async def go() -> list[tuple[str, Any]]:
+        trace: list[tuple[str, Any]] = []
+        w = make(trace)
+        w.priority = NoGate()
+        w._intake = Intake(burst())  # type: ignore[assignment]
+        task = asyncio.ensure_future(w._consume_intake())
+        await asyncio.sleep(0)
+        await w._judge(keys(w), full=True)
+        task.cancel()
+        return trace
+
+    assert folds_started_while_judging(asyncio.run(go())) > 0
+
+
+def test_back_to_back_passes_let_a_buffer_in_between() -> None:
+    """A pass queued behind another (the fast tick behind the regular one) does not starve the intake."""
+
+    async def go() -> list[tuple[str, Any]]:
+        trace: list[tuple[str, Any]] = []
+        w = make(trace)
+        w._intake = Intake(burst())  # type: ignore[assignment]
+        task = asyncio.ensure_future(w._consume_intake())
+        await asyncio.sleep(0)
+        first = asyncio.ensure_future(w._judge(keys(w), full=True))
+        second = asyncio.ensure_future(w._judge(keys(w)))
+        await asyncio.gather(first, second)
+        task.cancel()
+        return trace
+
+    trace = asyncio.run(go())
+    judged = [i for i, (what, _) in enumerate(trace) if what == "judge"]
+    assert len(judged) == 2 * JOBS
+    end_of_first = judged[JOBS - 1]
+    end_of_second = judged[-1]
+    assert any(what == "fold" for what, _ in trace[end_of_first:end_of_second])
+
+
+class Consumer:
+    def __init__(self, tps: set[TP]) -> None:
+        self.tps = tps
+        self.paused: set[TP] = set()
+        self.log: list[tuple[str, frozenset[TP]]] = []
+
+    def assignment(self) -> set[TP]:
+        return set(self.tps)
+
+    def pause_partitions(self, tps: Any) -> None:
+        self.paused |= set(tps)
+        self.log.append(("pause", frozenset(tps)))
+
+    def resume_partitions(self, tps: Any) -> None:
+        self.paused -= set(tps)
+        self.log.append(("resume", frozenset(tps)))
+
+
+class App:
+    def __init__(self, tps: set[TP]) -> None:
+        self.consumer = Consumer(tps)
+        self.rebalancing = False
+        self.in_recovery = False
+        self.consumer_generation_id = 7
+
+
+EVENT_TPS = {TP("ev.logs", p) for p in range(3)} | {TP("ev.gpu", p) for p in range(3)}
+ALL_TPS = EVENT_TPS | {TP("app-job_health-changelog", p) for p in range(3)}
+
+
+def test_a_full_pass_pauses_the_event_fetch_and_resumes_it() -> None:
+    app = App(ALL_TPS)
+    gate = JudgingPriority(app, {"ev.logs", "ev.gpu"})
+    seen: list[set[TP]] = []
+
+    async def go() -> None:
+        async with gate.hold(pause_fetch=True):
+            seen.append(set(app.consumer.paused))
+            assert not gate.is_open
+        async with gate.hold():  # a fast pass: the gate only
+            seen.append(set(app.consumer.paused))
+
+    asyncio.run(go())
+    assert seen == [EVENT_TPS, set()]  # changelog partitions untouched
+    assert app.consumer.log == [("pause", frozenset(EVENT_TPS)), ("resume", frozenset(EVENT_TPS))]
+    assert gate.is_open
+
+
+@pytest.mark.parametrize("moved_on", ["generation", "rebalancing", "recovery"])
+def test_a_pause_is_left_to_faust_once_the_group_moved_on(moved_on: str) -> None:
+    app = App(ALL_TPS)
+    gate = JudgingPriority(app, {"ev.logs", "ev.gpu"})
+
+    async def go() -> None:
+        async with gate.hold(pause_fetch=True):
+            if moved_on == "generation":
+                app.consumer_generation_id += 1
+            elif moved_on == "rebalancing":
+                app.rebalancing = True
+            else:
+                app.in_recovery = True
+
+    asyncio.run(go())
+    assert app.consumer.log == [("pause", frozenset(EVENT_TPS))]  # not resumed by us
+    assert gate.is_open  # the intake gate itself always reopens
+
+
+def test_no_pause_while_faust_rebalances() -> None:
+    app = App(ALL_TPS)
+    app.rebalancing = True
+    gate = JudgingPriority(app, {"ev.logs", "ev.gpu"})
+
+    async def go() -> None:
+        async with gate.hold(pause_fetch=True):
+            pass
+
+    asyncio.run(go())
+    assert app.consumer.log == []
+
+
+def test_a_failing_pass_reopens_the_gate() -> None:
+    trace: list[tuple[str, Any]] = []
+    w = make(trace)
+
+    def boom(*_: Any) -> Any:
+        raise RuntimeError("pass failed")
+
+    async def go() -> None:
+        w._judge_locked = boom  # type: ignore[method-assign, assignment]
+        with pytest.raises(RuntimeError):
+            await w._judge(keys(w), full=True)
+
+    asyncio.run(go())
+    assert w.priority.is_open
