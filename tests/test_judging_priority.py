@@ -321,7 +321,7 @@ def test_a_failing_pass_reopens_the_gate() -> None:
         raise RuntimeError("pass failed")
 
     async def go() -> None:
-        w._judge_locked = boom  # type: ignore[method-assign, assignment]
+        w._judge_slices = boom  # type: ignore[method-assign, assignment]
         with pytest.raises(RuntimeError):
             await w._judge(keys(w), full=True)
 
