@@ -17,7 +17,8 @@ Ends with
            judge_all_p50_s=<median pass> passes=<passes seen> rejudged_p50=<median jobs the core ran on per pass>
            judge_busy_max_s=<most time a pass spent judging, not waiting for sends or the event intake>
            judge_all_max_s=<the worst regular pass's wall time during the rounds> passes_over_tick=<k>/<n>
-           fold_round_max_s=<most time from a round's production to its last event folded>
+           fold_round_max_s=<most time from a round's production to its last event folded (inf: not within
+           twice the refresh interval)> rounds_not_folded=<k>/<rounds> judgements_per_job_round=<core runs per job per round>
            intake_held_s=<seconds the intake waited for judging passes during the rounds>
 (the maximum over the sampled rounds for rss, judge and scrape). `passes_over_tick` counts, from the
 worker's own counters, the regular passes that took longer than the tick (some job judged late)
@@ -219,6 +220,8 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
         processed0 = processed(m0)
         per_round = len(jobs) * 5  # events of a refresh round (job_events with first=False)
         fold_rounds: list[float] = []
+        unfolded = 0  # rounds not folded within twice the refresh interval
+        judged0 = m0.get("rlhealth_jobs_judged_total", float("nan"))
         passes: list[float] = []  # judge_all of every judgement pass seen (the gauge polled every ~3 s)
         rejudged: list[float] = []  # jobs the core ran on in each of those passes (nan: a worker without the gauge)
         busy: list[float] = []  # of each pass, the time spent judging (not waiting for sends or the intake)
@@ -247,14 +250,18 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
                     break
                 time.sleep(min(3.0, left))
             passes.extend(seen)
-            if folded_at is None:  # the round is not folded within its refresh interval: wait and see
-                while time.monotonic() - start < refresh * 4:
+            if folded_at is None:  # the round is not folded within its refresh interval: wait a while
+                while time.monotonic() - start < refresh * 2:
                     _, m, _ = scrape(port)
                     if processed(m) >= target:
+                        folded_at = time.monotonic() - start
                         break
                     time.sleep(1.0)
-                folded_at = time.monotonic() - start
+            if folded_at is None:  # still behind: the intake does not keep up with the rounds
+                unfolded += 1
+                folded_at = float("inf")
             fold_rounds.append(folded_at)
+            judged_total = m.get("rlhealth_jobs_judged_total", float("nan"))
             rss = rss_mb(worker.pid)
             samples.append((rss, max(scrapes), series))
             print(f"round {k}: rss {rss:.0f} MB, judge-all passes {', '.join(f'{x:.2f}' for x in seen) or '-'} s "
@@ -262,7 +269,8 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
                   f"judging for {', '.join(f'{x:.2f}' for x in busy[-len(seen):]) if seen else '-'} s of them) "
                   f"(tick {args.tick_secs:.0f} s), scrapes {min(scrapes):.2f}-{max(scrapes):.2f} s, {series} series, "
                   f"jobs owned {m.get('rlhealth_jobs_owned', 0):.0f}, round folded {folded_at:.1f} s after "
-                  f"production began, load {os.getloadavg()[0]:.2f}", flush=True)
+                  f"production began, judgements so far {judged_total - judged0:.0f}, "
+                  f"load {os.getloadavg()[0]:.2f}", flush=True)
         rss = max(x[0] for x in samples)
         judge = max(passes) if passes else float("nan")
         p50 = statistics.median(passes) if passes else float("nan")
@@ -285,6 +293,8 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
               f"passes={len(passes)} rejudged_p50={statistics.median(rejudged) if rejudged else float('nan'):.0f} "
               f"judge_busy_max_s={max(busy) if busy else float('nan'):.2f} judge_all_max_s={worst:.2f} "
               f"passes_over_tick={n_over}/{n_passes} fold_round_max_s={max(fold_rounds):.1f} "
+              f"rounds_not_folded={unfolded}/{len(fold_rounds)} "
+              f"judgements_per_job_round={(m1.get('rlhealth_jobs_judged_total', float('nan')) - judged0) / len(jobs) / args.ticks:.2f} "
               f"intake_held_s={held:.1f} counted={counted} "
               f"load={' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         return 0

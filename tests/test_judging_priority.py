@@ -327,3 +327,94 @@ def test_a_failing_pass_reopens_the_gate() -> None:
 
     asyncio.run(go())
     assert w.priority.is_open
+
+
+class SlowTopic:
+    """A verdict topic whose deliveries complete `delay` seconds after the send (a broker round trip)."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.sent: list[tuple[bytes, bytes]] = []
+        self.delivered = 0
+
+    async def send(self, key: bytes, value: bytes) -> asyncio.Future[None]:
+        self.sent.append((key, value))
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def deliver() -> None:
+            self.delivered += 1
+            fut.set_result(None)
+
+        asyncio.get_running_loop().call_later(self.delay, deliver)
+        return fut
+
+
+def test_a_pass_judges_on_while_its_sends_are_in_flight_and_books_each_once_delivered() -> None:
+    """Sends are pipelined (at most SENDS_IN_FLIGHT slices out); each job's book is written once its
+    verdict is delivered; the last deliveries are awaited with the intake gate open."""
+    from rlhealth.streams.workers import JUDGE_SLICE, SENDS_IN_FLIGHT
+
+    async def go() -> tuple[list[tuple[str, Any]], StreamWorker, SlowTopic, list[int], int]:
+        trace: list[tuple[str, Any]] = []
+        w = make(trace)
+        topic = w.verdict_topic = SlowTopic(0.02)  # type: ignore[assignment]
+        ahead: list[int] = []  # at each judgement: verdicts sent and not yet delivered
+        core = w.core
+        judge = core.judge
+
+        def judging(state: State, now: datetime) -> Verdict:
+            ahead.append(len(topic.sent) - topic.delivered)
+            return judge(state, now)
+
+        core.judge = judging  # type: ignore[method-assign]
+        w._intake = Intake(burst())  # type: ignore[assignment]
+        task = asyncio.ensure_future(w._consume_intake())
+        await asyncio.sleep(0)
+        await w._judge(keys(w), full=True)
+        books = len(w.tables.verdicts)
+        task.cancel()
+        return trace, w, topic, ahead, books
+
+    trace, w, topic, ahead, books = asyncio.run(go())
+    assert len(topic.sent) == JOBS and topic.delivered == JOBS
+    assert books == JOBS  # every job's book written, once its verdict was delivered
+    assert max(ahead) > JUDGE_SLICE  # it judged on while earlier slices were in flight
+    assert max(ahead) <= (SENDS_IN_FLIGHT + 1) * JUDGE_SLICE
+    assert folds_started_while_judging(trace) == 0
+    last_judge = max(i for i, (what, _) in enumerate(trace) if what == "judge")
+    assert any(what == "fold" for what, _ in trace[last_judge:])  # the intake ran during the last deliveries
+
+
+class LagConsumer:
+    def __init__(self) -> None:
+        self.hw = 0
+
+    def assignment(self) -> set[TP]:
+        return {TP("events", 0)}
+
+    def highwater(self, tp: TP) -> int:
+        return self.hw
+
+
+class LagApp:
+    def __init__(self) -> None:
+        self.consumer = LagConsumer()
+        self.rebalancing = False
+
+
+@pytest.mark.parametrize(("behind", "judged_now"), [(20_000, 0), (10_000, 10), (50, 10)])
+def test_jobs_with_news_wait_for_the_regular_tick_while_the_intake_is_far_behind(behind: int,
+                                                                                 judged_now: int) -> None:
+    trace: list[tuple[str, Any]] = []
+    w = make(trace)
+    app = LagApp()
+    w.app = app  # type: ignore[assignment]
+    w.event_topics = {"events"}
+    w.processed_next, w.catchup_targets, w._assignment_pending = {TP("events", 0): 1000}, {}, False
+    app.consumer.hw = 1000 + behind
+    w.tables.job_health.key_partitions = {k: 0 for k in keys(w)}
+    news = set(keys(w)[:10])
+    w._dirty = set(news)
+    asyncio.run(w._fast_tick())
+    assert sum(1 for what, _ in trace if what == "judge") == judged_now
+    assert w._dirty == (news if judged_now == 0 else set())  # deferred, not lost: the regular tick takes them

@@ -389,6 +389,9 @@ class Exporter(JobExporter):
         self.judge_passes_over_tick = Counter(
             "rlhealth_judge_passes_over_tick",
             "Regular judgement passes whose wall time exceeded the tick interval (a job judged late).", registry=r)
+        self.jobs_judged = Counter("rlhealth_jobs_judged",
+                                   "Judgements the core made, in every pass (regular ticks and jobs with news).",
+                                   registry=r)
         self.judge_all_max_seconds = Gauge("rlhealth_judge_all_max_seconds",
                                            "Wall time of the longest regular judgement pass since start.", registry=r)
         self.intake_held_seconds = Gauge(
