@@ -5,8 +5,9 @@ batch intake) and its own pass (`_judge`, `_judge_locked`) run on one event loop
 scripted core, in-memory tables, and an intake that always has records waiting (a burst). Checked:
 no buffer starts folding while a pass judges (without the gate the intake folds between every
 slice of 50 jobs), the intake resumes after the pass, every record is folded exactly once and in
-order (and, for the batch intake, acked in order), back-to-back passes still let a buffer in, and a
-full pass pauses the event partitions' fetch and resumes exactly those, unless the group moved on.
+order (and, for the batch intake, acked in order), back-to-back passes still let a buffer in, verdict
+sends are pipelined and the last deliveries awaited with the gate open, and jobs with news wait for
+the regular tick while the intake is far behind.
 """
 
 from __future__ import annotations
@@ -153,7 +154,7 @@ def folded_offsets(trace: list[tuple[str, Any]]) -> list[int]:
     return [o for what, offsets in trace if what == "folded" for o in offsets]
 
 
-async def run_pass_during_burst(path: str, full: bool) -> tuple[StreamWorker, list[tuple[str, Any]], Any]:
+async def run_pass_during_burst(path: str) -> tuple[StreamWorker, list[tuple[str, Any]], Any]:
     trace: list[tuple[str, Any]] = []
     w = make(trace)
     source: Any
@@ -166,7 +167,7 @@ async def run_pass_during_burst(path: str, full: bool) -> tuple[StreamWorker, li
     for _ in range(3):  # the intake is running: some buffers folded before the tick fires
         await asyncio.sleep(0)
     assert any(what == "folded" for what, _ in trace)
-    await w._judge(keys(w), full=full)
+    await w._judge(keys(w))
     for _ in range(RECORDS):  # let the rest of the burst in
         await asyncio.sleep(0)
     task.cancel()
@@ -176,9 +177,8 @@ async def run_pass_during_burst(path: str, full: bool) -> tuple[StreamWorker, li
 
 
 @pytest.mark.parametrize("path", ["agent", "batch"])
-@pytest.mark.parametrize("full", [True, False])
-def test_a_pass_is_not_interleaved_with_folding_and_the_intake_resumes(path: str, full: bool) -> None:
-    w, trace, source = asyncio.run(run_pass_during_burst(path, full))
+def test_a_pass_is_not_interleaved_with_folding_and_the_intake_resumes(path: str) -> None:
+    w, trace, source = asyncio.run(run_pass_during_burst(path))
     assert sum(1 for what, _ in trace if what == "judge") == JOBS  # every job judged in the pass
     assert folds_started_while_judging(trace) == 0
     assert w.priority.is_open
@@ -203,7 +203,7 @@ def test_without_the_gate_the_intake_folds_between_slices() -> None:
         w._intake = Intake(burst())  # type: ignore[assignment]
         task = asyncio.ensure_future(w._consume_intake())
         await asyncio.sleep(0)
-        await w._judge(keys(w), full=True)
+        await w._judge(keys(w))
         task.cancel()
         return trace
 
@@ -219,7 +219,7 @@ def test_back_to_back_passes_let_a_buffer_in_between() -> None:
         w._intake = Intake(burst())  # type: ignore[assignment]
         task = asyncio.ensure_future(w._consume_intake())
         await asyncio.sleep(0)
-        first = asyncio.ensure_future(w._judge(keys(w), full=True))
+        first = asyncio.ensure_future(w._judge(keys(w)))
         second = asyncio.ensure_future(w._judge(keys(w)))
         await asyncio.gather(first, second)
         task.cancel()
@@ -233,86 +233,6 @@ def test_back_to_back_passes_let_a_buffer_in_between() -> None:
     assert any(what == "fold" for what, _ in trace[end_of_first:end_of_second])
 
 
-class Consumer:
-    def __init__(self, tps: set[TP]) -> None:
-        self.tps = tps
-        self.paused: set[TP] = set()
-        self.log: list[tuple[str, frozenset[TP]]] = []
-
-    def assignment(self) -> set[TP]:
-        return set(self.tps)
-
-    def pause_partitions(self, tps: Any) -> None:
-        self.paused |= set(tps)
-        self.log.append(("pause", frozenset(tps)))
-
-    def resume_partitions(self, tps: Any) -> None:
-        self.paused -= set(tps)
-        self.log.append(("resume", frozenset(tps)))
-
-
-class App:
-    def __init__(self, tps: set[TP]) -> None:
-        self.consumer = Consumer(tps)
-        self.rebalancing = False
-        self.in_recovery = False
-        self.consumer_generation_id = 7
-
-
-EVENT_TPS = {TP("ev.logs", p) for p in range(3)} | {TP("ev.gpu", p) for p in range(3)}
-ALL_TPS = EVENT_TPS | {TP("app-job_health-changelog", p) for p in range(3)}
-
-
-def test_a_full_pass_pauses_the_event_fetch_and_resumes_it() -> None:
-    app = App(ALL_TPS)
-    gate = JudgingPriority(app, {"ev.logs", "ev.gpu"})
-    seen: list[set[TP]] = []
-
-    async def go() -> None:
-        async with gate.hold(pause_fetch=True):
-            seen.append(set(app.consumer.paused))
-            assert not gate.is_open
-        async with gate.hold():  # a fast pass: the gate only
-            seen.append(set(app.consumer.paused))
-
-    asyncio.run(go())
-    assert seen == [EVENT_TPS, set()]  # changelog partitions untouched
-    assert app.consumer.log == [("pause", frozenset(EVENT_TPS)), ("resume", frozenset(EVENT_TPS))]
-    assert gate.is_open
-
-
-@pytest.mark.parametrize("moved_on", ["generation", "rebalancing", "recovery"])
-def test_a_pause_is_left_to_faust_once_the_group_moved_on(moved_on: str) -> None:
-    app = App(ALL_TPS)
-    gate = JudgingPriority(app, {"ev.logs", "ev.gpu"})
-
-    async def go() -> None:
-        async with gate.hold(pause_fetch=True):
-            if moved_on == "generation":
-                app.consumer_generation_id += 1
-            elif moved_on == "rebalancing":
-                app.rebalancing = True
-            else:
-                app.in_recovery = True
-
-    asyncio.run(go())
-    assert app.consumer.log == [("pause", frozenset(EVENT_TPS))]  # not resumed by us
-    assert gate.is_open  # the intake gate itself always reopens
-
-
-def test_no_pause_while_faust_rebalances() -> None:
-    app = App(ALL_TPS)
-    app.rebalancing = True
-    gate = JudgingPriority(app, {"ev.logs", "ev.gpu"})
-
-    async def go() -> None:
-        async with gate.hold(pause_fetch=True):
-            pass
-
-    asyncio.run(go())
-    assert app.consumer.log == []
-
-
 def test_a_failing_pass_reopens_the_gate() -> None:
     trace: list[tuple[str, Any]] = []
     w = make(trace)
@@ -323,7 +243,7 @@ def test_a_failing_pass_reopens_the_gate() -> None:
     async def go() -> None:
         w._judge_slices = boom  # type: ignore[method-assign, assignment]
         with pytest.raises(RuntimeError):
-            await w._judge(keys(w), full=True)
+            await w._judge(keys(w))
 
     asyncio.run(go())
     assert w.priority.is_open
@@ -366,11 +286,11 @@ def test_a_pass_judges_on_while_its_sends_are_in_flight_and_books_each_once_deli
             ahead.append(len(topic.sent) - topic.delivered)
             return judge(state, now)
 
-        core.judge = judging  # type: ignore[method-assign]
+        core.judge = judging
         w._intake = Intake(burst())  # type: ignore[assignment]
         task = asyncio.ensure_future(w._consume_intake())
         await asyncio.sleep(0)
-        await w._judge(keys(w), full=True)
+        await w._judge(keys(w))
         books = len(w.tables.verdicts)
         task.cancel()
         return trace, w, topic, ahead, books

@@ -13,75 +13,31 @@ is not bounded by a deadline and Kafka holds what was not taken yet. So a pass h
   (`StreamWorker._consume`, `_consume_intake`) await `turn()` before they fold each buffer, so a
   buffer already being folded finishes and the next one waits for the pass to end. Records are
   neither dropped nor reordered: they stay where they were (faust's stream buffer and channel, the
-  batch intake's list, the consumer's fetch), whose back-pressure stops the fetcher once full, and
+  batch intake's list, the broker), whose back-pressure stops the fetcher once full, and
   are acked (their offsets committable) only once folded, as before.
-* For a full pass (the regular tick), the event partitions are also paused in the consumer, so the
-  fetcher stops asking the broker for records the process would only have to hold. Pausing is left
-  to faust while it rebalances or recovers tables, and a pause taken in another consumer generation
-  is not undone by us: faust's assignment and recovery decide those partitions' flow.
+* The consumer's partitions are not paused: a full buffer already stops faust's fetcher, aiokafka
+  prefetches (one fetch per partition, in the consumer's thread) whatever faust asks for, and a
+  paused assignment would leave the consumer without polls for the length of a pass and need its own
+  rules against faust's pausing and resuming during rebalances and table recovery.
 
-Passes are bounded: a job whose state did not change is skipped cheaply (`_Fresh`), so a pass that
-held the intake back leaves little for the next one to judge, and a pass cannot keep the intake
-closed for long even when the machine is slow.
+What bounds a pass is its own work: a job whose state did not change is skipped cheaply (`_Fresh`),
+so a pass that held the intake back leaves little for the next one to judge. A pass whose judging
+alone takes longer than the tick (every job has news, on a CPU shared with other work) still holds
+the intake for all of it: the gate makes the judging as fast as the CPU allows, not faster.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
-
-from faust.types import TP
-
-
-class FetchPause:
-    """Event partitions this worker paused in its consumer for a pass, and in which generation."""
-
-    __slots__ = ("generation", "tps")
-
-    def __init__(self, generation: int, tps: frozenset[TP]) -> None:
-        self.generation = generation
-        self.tps = tps
-
-
-def pause_event_fetch(app: Any, topics: Collection[str]) -> FetchPause | None:
-    """Pause fetching from the app's assigned event partitions, or None when faust owns the flow now
-    (rebalancing, recovering tables) or the consumer is not running."""
-    if getattr(app, "rebalancing", False) or getattr(app, "in_recovery", False):
-        return None
-    try:
-        consumer = app.consumer
-        tps = frozenset(tp for tp in consumer.assignment() if tp.topic in topics)
-        if not tps:
-            return None
-        consumer.pause_partitions(tps)
-    except Exception:  # noqa: BLE001 - no consumer yet: nothing is fetched, nothing to pause
-        return None
-    return FetchPause(app.consumer_generation_id, tps)
-
-
-def resume_event_fetch(app: Any, pause: FetchPause | None) -> None:
-    """Undo `pause_event_fetch`, unless the group moved on since: then faust's assignment and table
-    recovery own these partitions' flow (recovery resumes every assigned event partition when done),
-    and resuming them here could let records in before the tables are restored."""
-    if pause is None:
-        return
-    if (app.consumer_generation_id != pause.generation or getattr(app, "rebalancing", False)
-            or getattr(app, "in_recovery", False)):
-        return
-    consumer = app.consumer
-    assigned = set(consumer.assignment())
-    consumer.resume_partitions({tp for tp in pause.tps if tp in assigned})
 
 
 class JudgingPriority:
     """The gate between the intake and the judging passes (see the module docstring)."""
 
-    def __init__(self, app: Any | None = None, topics: Collection[str] = ()) -> None:
-        self.app = app
-        self.topics = frozenset(topics)
+    def __init__(self) -> None:
         self._open = asyncio.Event()
         self._open.set()
         self._holds = 0
@@ -94,9 +50,8 @@ class JudgingPriority:
         return self._open.is_set()
 
     @asynccontextmanager
-    async def hold(self, *, pause_fetch: bool = False) -> AsyncIterator[None]:
+    async def hold(self) -> AsyncIterator[None]:
         """Keep the intake out while the body runs (a judging pass)."""
-        pause = pause_event_fetch(self.app, self.topics) if pause_fetch and self.app is not None else None
         self._holds += 1
         self._open.clear()
         started = time.perf_counter()
@@ -107,8 +62,6 @@ class JudgingPriority:
             if self._holds == 0:
                 self._open.set()
             self.held_s += time.perf_counter() - started
-            if self.app is not None:
-                resume_event_fetch(self.app, pause)
 
     async def turn(self) -> None:
         """Awaited by an intake loop before it folds a buffer: returns once no pass holds the gate."""
@@ -123,4 +76,4 @@ class JudgingPriority:
         self.intake_waited_s += time.perf_counter() - started
 
 
-__all__ = ["FetchPause", "JudgingPriority", "pause_event_fetch", "resume_event_fetch"]
+__all__ = ["JudgingPriority"]

@@ -287,7 +287,7 @@ class StreamWorker:
         self._terminal_since: dict[bytes, float] = {}
         self._judging = asyncio.Lock()  # the two timers never judge (and bump a seq) concurrently
         # A judging pass keeps the intake out while it runs (rlhealth/streams/priority.py)
-        self.priority = JudgingPriority(self.app, self.event_topics)
+        self.priority = JudgingPriority()
         self._metrics_at: dict[str, datetime] = {}
         # Per job, the facts of its verdict book the tick needs (`_book_facts`), so that the book, two
         # validated verdicts, is not decoded for every job at every tick.
@@ -687,7 +687,7 @@ class StreamWorker:
         keys = self.tables.job_health.keys_in(ready)
         self._dirty.difference_update(keys)
         started = time.perf_counter()
-        exported, published = await self._judge(keys, full=True)
+        exported, published = await self._judge(keys)
         took = time.perf_counter() - started
         self.exporter.judge_all_seconds.set(took)
         self.exporter.judge_passes.inc()
@@ -702,14 +702,14 @@ class StreamWorker:
         self.exporter.jobs_owned.set(len(exported))
         return published
 
-    async def _judge(self, keys: list[bytes], *, full: bool = False) -> tuple[list[str], int]:
-        """Judge `keys` under the judging lock, with priority over the intake (no buffer is folded
-        while the pass runs; a `full` pass, the regular tick, also pauses the event fetch)."""
+    async def _judge(self, keys: list[bytes]) -> tuple[list[str], int]:
+        """Judge `keys` under the judging lock, with priority over the intake: no buffer is folded
+        while the pass judges (rlhealth/streams/priority.py)."""
         async with self._judging:
             self._waited = 0.0
             started = time.perf_counter()
             try:
-                async with self.priority.hold(pause_fetch=full):
+                async with self.priority.hold():
                     exported, published, inflight = await self._judge_slices(keys)
                 # Every job is judged; what is left is awaiting the last deliveries (no CPU), so the
                 # intake may fold meanwhile: holding it here only idled the process on broker acks.
