@@ -16,7 +16,16 @@ Ends with
     RESULT jobs=<n> rss_mb=<x> judge_all_s=<y> tick_s=<t> scrape_s=<z> series=<s> refresh_s=<r>
            judge_all_p50_s=<median pass> passes=<passes seen> rejudged_p50=<median jobs the core ran on per pass>
            judge_busy_max_s=<most time a pass spent judging, not waiting for sends or the event intake>
-(the maximum over the sampled rounds for rss, judge and scrape).
+           judge_all_max_s=<the worst regular pass's wall time during the rounds> passes_over_tick=<k>/<n>
+           fold_round_max_s=<most time from a round's production to its last event folded (inf: not within
+           twice the refresh interval)> rounds_not_folded=<k>/<rounds> judgements_per_job_round=<core runs per job per round>
+           intake_held_s=<seconds the intake waited for judging passes during the rounds>
+(the maximum over the sampled rounds for rss, judge and scrape). `passes_over_tick` counts, from the
+worker's own counters, the regular passes that took longer than the tick (some job judged late)
+out of all passes completed during the rounds: "every job judged within its tick" is 0/<n>.
+`judge_all_max_s` is the worker's own running maximum when it rose during the rounds, else the
+largest pass sampled (both bound every pass of the rounds). A worker without these counters
+(code before them) is reported from the sampled passes only, marked `counted=sampled`.
 
     python bench/scale.py [--jobs 2000] [--tick-secs 30] [--refresh-secs 30] [--ticks 4] [--partitions 12]
 
@@ -139,6 +148,11 @@ def scrape(port: int) -> tuple[float, dict[str, float], int]:
     return dt, out, series
 
 
+def processed(m: dict[str, float]) -> float:
+    """Events the worker folded so far (every kind)."""
+    return sum(v for k, v in m.items() if k.startswith("rlhealth_events_processed_total"))
+
+
 def rss_mb(pid: int) -> float:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -198,6 +212,16 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
             time.sleep(2)
         print(f"worker holds {len(jobs)} jobs, caught up {time.monotonic() - t1:.0f}s after start", flush=True)
         samples = []
+        _, m0, _ = scrape(port)
+        passes0 = m0.get("rlhealth_judge_passes_total")
+        over0 = m0.get("rlhealth_judge_passes_over_tick_total")
+        max0 = m0.get("rlhealth_judge_all_max_seconds")
+        held0 = m0.get("rlhealth_intake_held_seconds")
+        processed0 = processed(m0)
+        per_round = len(jobs) * 5  # events of a refresh round (job_events with first=False)
+        fold_rounds: list[float] = []
+        unfolded = 0  # rounds not folded within twice the refresh interval
+        judged0 = m0.get("rlhealth_jobs_judged_total", float("nan"))
         passes: list[float] = []  # judge_all of every judgement pass seen (the gauge polled every ~3 s)
         rejudged: list[float] = []  # jobs the core ran on in each of those passes (nan: a worker without the gauge)
         busy: list[float] = []  # of each pass, the time spent judging (not waiting for sends or the intake)
@@ -205,12 +229,16 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
         for k in range(args.ticks):
             start = time.monotonic()
             asyncio.run(produce(bootstrap, catalog, jobs, 2 + k, False))  # keep every job live
+            target = processed0 + per_round * (k + 1)
+            folded_at: float | None = None
             seen: list[float] = []
             scrapes: list[float] = []
             last = passes[-1] if passes else None
             while True:
                 dt, m, series = scrape(port)
                 scrapes.append(dt)
+                if folded_at is None and processed(m) >= target:
+                    folded_at = time.monotonic() - start
                 judge = m.get("rlhealth_judge_all_seconds", float("nan"))
                 if judge != last:  # a pass ended since the last poll (equal times of two passes are merged)
                     seen.append(judge)
@@ -222,22 +250,53 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
                     break
                 time.sleep(min(3.0, left))
             passes.extend(seen)
+            if folded_at is None:  # the round is not folded within its refresh interval: wait a while
+                while time.monotonic() - start < refresh * 2:
+                    _, m, _ = scrape(port)
+                    if processed(m) >= target:
+                        folded_at = time.monotonic() - start
+                        break
+                    time.sleep(1.0)
+            if folded_at is None:  # still behind: the intake does not keep up with the rounds
+                unfolded += 1
+                folded_at = float("inf")
+            fold_rounds.append(folded_at)
+            judged_total = m.get("rlhealth_jobs_judged_total", float("nan"))
             rss = rss_mb(worker.pid)
             samples.append((rss, max(scrapes), series))
             print(f"round {k}: rss {rss:.0f} MB, judge-all passes {', '.join(f'{x:.2f}' for x in seen) or '-'} s "
                   f"(core ran on {', '.join(f'{x:.0f}' for x in rejudged[-len(seen):]) if seen else '-'} jobs, "
                   f"judging for {', '.join(f'{x:.2f}' for x in busy[-len(seen):]) if seen else '-'} s of them) "
                   f"(tick {args.tick_secs:.0f} s), scrapes {min(scrapes):.2f}-{max(scrapes):.2f} s, {series} series, "
-                  f"jobs owned {m.get('rlhealth_jobs_owned', 0):.0f}, load {os.getloadavg()[0]:.2f}", flush=True)
+                  f"jobs owned {m.get('rlhealth_jobs_owned', 0):.0f}, round folded {folded_at:.1f} s after "
+                  f"production began, judgements so far {judged_total - judged0:.0f}, "
+                  f"load {os.getloadavg()[0]:.2f}", flush=True)
         rss = max(x[0] for x in samples)
         judge = max(passes) if passes else float("nan")
         p50 = statistics.median(passes) if passes else float("nan")
         scr = max(x[1] for x in samples)
         series = samples[-1][2]
+        _, m1, _ = scrape(port)
+        if passes0 is not None and "rlhealth_judge_passes_total" in m1:
+            n_passes = int(m1["rlhealth_judge_passes_total"] - passes0)
+            n_over = int(m1.get("rlhealth_judge_passes_over_tick_total", 0) - (over0 or 0))
+            worst = max(passes, default=0.0)
+            if m1.get("rlhealth_judge_all_max_seconds", 0.0) > (max0 or 0.0):
+                worst = max(worst, m1["rlhealth_judge_all_max_seconds"])
+            held = m1.get("rlhealth_intake_held_seconds", 0.0) - (held0 or 0.0)
+            counted = "worker"
+        else:
+            n_passes, n_over = len(passes), sum(1 for x in passes if x > args.tick_secs)
+            worst, held, counted = max(passes, default=float("nan")), float("nan"), "sampled"
         print(f"RESULT jobs={len(jobs)} rss_mb={rss:.0f} judge_all_s={judge:.2f} tick_s={args.tick_secs:.0f} "
               f"scrape_s={scr:.2f} series={series} refresh_s={refresh:.0f} judge_all_p50_s={p50:.2f} "
               f"passes={len(passes)} rejudged_p50={statistics.median(rejudged) if rejudged else float('nan'):.0f} "
-              f"judge_busy_max_s={max(busy) if busy else float('nan'):.2f}")
+              f"judge_busy_max_s={max(busy) if busy else float('nan'):.2f} judge_all_max_s={worst:.2f} "
+              f"passes_over_tick={n_over}/{n_passes} fold_round_max_s={max(fold_rounds):.1f} "
+              f"rounds_not_folded={unfolded}/{len(fold_rounds)} "
+              f"judgements_per_job_round={(m1.get('rlhealth_jobs_judged_total', float('nan')) - judged0) / len(jobs) / args.ticks:.2f} "
+              f"intake_held_s={held:.1f} counted={counted} "
+              f"load={' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         return 0
     finally:
         stop_worker_and_topics(worker, bootstrap, catalog.prefix)

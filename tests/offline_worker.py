@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from rlhealth.sinks.prometheus import Exporter
+from rlhealth.streams.priority import JudgingPriority
 from rlhealth.streams.workers import StreamWorker, WorkerSettings, _Tally
 
 
@@ -43,7 +44,9 @@ def offline_worker(core: Any, clock: list[datetime], **settings: Any) -> StreamW
     w.verdict_topic, w.metrics_topic = Topic(), Topic()  # type: ignore[assignment]
     w.store, w.captured = None, "stream: test"
     w._judging = asyncio.Lock()
+    w.priority = JudgingPriority()
     w._metrics_at, w._seen, w._terminal_since, w._dirty, w._books = {}, {}, {}, set(), {}
     w._tally, w._dead_partitions, w._news = _Tally(), {}, set()
     w._fresh, w._rejudged, w._writes, w._waited = {}, 0, {}, 0.0
+    w._busy, w._judge_all_max = 0.0, 0.0
     return w

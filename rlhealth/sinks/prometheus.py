@@ -384,6 +384,20 @@ class Exporter(JobExporter):
             "rlhealth_judge_all_busy_seconds",
             "Of the last tick's judgement pass, the seconds spent judging: its wall time less the time it "
             "waited for sends and yielded to the event intake.", registry=r)
+        self.judge_passes = Counter("rlhealth_judge_passes", "Regular ticks' judgement passes completed.",
+                                    registry=r)
+        self.judge_passes_over_tick = Counter(
+            "rlhealth_judge_passes_over_tick",
+            "Regular judgement passes whose wall time exceeded the tick interval (a job judged late).", registry=r)
+        self.jobs_judged = Counter("rlhealth_jobs_judged",
+                                   "Judgements the core made, in every pass (regular ticks and jobs with news).",
+                                   registry=r)
+        self.judge_all_max_seconds = Gauge("rlhealth_judge_all_max_seconds",
+                                           "Wall time of the longest regular judgement pass since start.", registry=r)
+        self.intake_held_seconds = Gauge(
+            "rlhealth_intake_held_seconds",
+            "Seconds the event intake has waited, since start, for judgement passes to end before folding "
+            "a buffer (judging has priority; Kafka holds the records).", registry=r)
         self.jobs_rejudged = Gauge("rlhealth_jobs_rejudged",
                                    "Jobs the last tick ran the core on; the others' state was unchanged and their "
                                    "judgement could not change yet (docs/verdicts.md).", registry=r)

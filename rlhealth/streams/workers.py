@@ -52,7 +52,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -78,6 +78,7 @@ from rlhealth.streams.app import DEFAULT_APP_ID, group_id, make_app
 from rlhealth.streams.batch_intake import BatchIntake, install_batch_intake
 from rlhealth.streams.delivery import Stall, await_batches, track_topics
 from rlhealth.streams.intake import RawBytes, install_lean_delivery
+from rlhealth.streams.priority import JudgingPriority
 from rlhealth.streams.tables import BookFacts, Tables, VerdictBook, make_tables
 
 log = logging.getLogger("rlhealth.worker")
@@ -106,6 +107,8 @@ class WorkerSettings:
     loglevel: str = "info"
     session_timeout_s: float = 30.0
     fast_tick_secs: float = 0.25  # jobs with new findings are judged this soon
+    # ... unless the intake is this many records behind (then at the regular tick: `_backlogged`); -1: always
+    fast_tick_max_lag: int = 10_000
     batch_max: int = 200  # events folded before states are written back
     batch_within_secs: float = 0.02  # ... or after this long
     # with the batch intake: records taken at most at once (what arrived while the last buffer was
@@ -180,6 +183,11 @@ class _Tally:
         self.dead: Counter[tuple[str | None, str]] = Counter()
         self.lines = 0
 
+
+# A judging pass yields (sends, heartbeats, /metrics run) after this many judgements (~30 ms of CPU)
+JUDGE_SLICE = 50
+# Groups of verdict sends (one per slice) out at once before the pass waits for the oldest to be delivered
+SENDS_IN_FLIGHT = 8
 
 # Scheduler states after which a job produces nothing more (a retry shows up as pending/running again).
 TERMINAL_STATES = frozenset({"succeeded", "failed", "killed"})
@@ -281,6 +289,8 @@ class StreamWorker:
         self._seen: dict[bytes, float] = {}
         self._terminal_since: dict[bytes, float] = {}
         self._judging = asyncio.Lock()  # the two timers never judge (and bump a seq) concurrently
+        # A judging pass keeps the intake out while it runs (rlhealth/streams/priority.py)
+        self.priority = JudgingPriority()
         self._metrics_at: dict[str, datetime] = {}
         # Per job, the facts of its verdict book the tick needs (`_book_facts`), so that the book, two
         # validated verdicts, is not decoded for every job at every tick.
@@ -292,6 +302,7 @@ class StreamWorker:
         self._rejudged = 0  # jobs the last `_judge_locked` ran the core on
         self._waited = 0.0  # of the current pass, seconds spent awaiting (sends, the event intake)
         self._busy = 0.0  # of the last pass, seconds spent judging
+        self._judge_all_max = 0.0  # the longest regular pass so far (wall seconds)
         self.captured = f"stream: {self.catalog.verdicts} via app {settings.app_id}"
         self._register()
 
@@ -324,6 +335,7 @@ class StreamWorker:
             # ran, and a commit flushes the producer first, so the changelog never lags a commit.
             # take_events (faust >= 0.11) is on the Stream class, not in its StreamT protocol
             async for events in stream.take_events(s.batch_max, within=s.batch_within_secs):  # type: ignore[attr-defined]
+                await self.priority.turn()  # a judging pass first (rlhealth/streams/priority.py)
                 await self._fold([event.message for event in events])
         except asyncio.CancelledError:
             raise
@@ -337,6 +349,7 @@ class StreamWorker:
         try:
             while True:
                 messages = await intake.take(self.settings.intake_batch_max)
+                await self.priority.turn()  # a judging pass first (rlhealth/streams/priority.py)
                 await self._fold(messages)
                 intake.done(messages)  # acked only once folded, as the stream does after its body
         except asyncio.CancelledError:
@@ -508,11 +521,19 @@ class StreamWorker:
             self._dirty |= self._news
             self._news = set()
 
+    # The core's state class, and the core it is of: `_load` built a whole new state per event only to
+    # take its type (~5 us of the ~250 us an event of the scale bench costs to fold).
+    _state_of: tuple[Any, Any] = (None, None)
+
     def _load(self, key: bytes, job_id: str) -> Any:
         raw = self.tables.job_health.get(key)
         if raw:
+            core, cls = self._state_of
+            if core is not self.core:
+                cls = type(self.core.new_state(job_id))
+                self._state_of = (self.core, cls)
             try:
-                return type(self.core.new_state(job_id)).from_bytes(raw)
+                return cls.from_bytes(raw)
             except Exception as exc:  # noqa: BLE001 - an unreadable state (version bump) restarts the job's state
                 log.warning("state of job %s unreadable (%r); starting afresh", job_id, exc)
         return self.core.new_state(job_id)
@@ -651,6 +672,8 @@ class StreamWorker:
     async def _fast_tick(self) -> None:
         if not self._dirty or self.app.rebalancing:
             return
+        if self._backlogged():
+            return  # the jobs with news stay dirty: the regular tick judges them (see `_backlogged`)
         ready = self.ready_partitions()
         parts = self.tables.job_health.key_partitions
         keys = [k for k in self._dirty if parts.get(k) in ready]
@@ -662,6 +685,19 @@ class StreamWorker:
         except Exception as exc:
             self.exporter.verdicts_failed.inc()
             log.exception("judging jobs with news failed: %r", exc)
+
+    def _backlogged(self) -> bool:
+        """Whether the intake is more than `fast_tick_max_lag` records behind. Then judging a job at once
+        for its news is mostly wasted: the job's next events are already queued behind it (a burst, a
+        catch-up), so it would be judged again at the regular tick, which judges every changed job
+        anyway; and the news is already late by the backlog. Skipping these fast passes halves the
+        judgements of a burst in which every job reports (its state poll is news), leaving the CPU to
+        the fold that drains the backlog."""
+        limit = self.settings.fast_tick_max_lag
+        if limit < 0:
+            return False
+        lag = self._event_lag()
+        return bool(lag) and sum(lag.values()) > limit  # type: ignore[union-attr]
 
     async def judge_owned_jobs(self) -> int:
         """Judge every job of the ready partitions; publish changes and heartbeats. Returns publishes."""
@@ -676,7 +712,14 @@ class StreamWorker:
         self._dirty.difference_update(keys)
         started = time.perf_counter()
         exported, published = await self._judge(keys)
-        self.exporter.judge_all_seconds.set(time.perf_counter() - started)
+        took = time.perf_counter() - started
+        self.exporter.judge_all_seconds.set(took)
+        self.exporter.judge_passes.inc()
+        if took > self.settings.tick_secs:  # some job was judged later than its tick
+            self.exporter.judge_passes_over_tick.inc()
+        self._judge_all_max = max(self._judge_all_max, took)
+        self.exporter.judge_all_max_seconds.set(self._judge_all_max)
+        self.exporter.intake_held_seconds.set(self.priority.intake_waited_s)
         self.exporter.judge_all_busy_seconds.set(self._busy)
         self.exporter.jobs_rejudged.set(self._rejudged)
         self.exporter.retain(exported)
@@ -684,95 +727,156 @@ class StreamWorker:
         return published
 
     async def _judge(self, keys: list[bytes]) -> tuple[list[str], int]:
+        """Judge `keys` under the judging lock, with priority over the intake: no buffer is folded
+        while the pass judges (rlhealth/streams/priority.py)."""
         async with self._judging:
             self._waited = 0.0
             started = time.perf_counter()
             try:
-                return await self._judge_locked(keys)
+                async with self.priority.hold():
+                    exported, published, inflight = await self._judge_slices(keys)
+                # Every job is judged; what is left is awaiting the last deliveries (no CPU), so the
+                # intake may fold meanwhile: holding it here only idled the process on broker acks.
+                published += await self._settle_all(inflight)
+                return exported, published
             finally:
                 self._busy = max(time.perf_counter() - started - self._waited, 0.0)
 
     async def _judge_locked(self, keys: list[bytes]) -> tuple[list[str], int]:
+        """Judge `keys` and settle every verdict sent (the pass without the intake gate)."""
+        exported, published, inflight = await self._judge_slices(keys)
+        return exported, published + await self._settle_all(inflight)
+
+    async def _judge_slices(self, keys: list[bytes]) -> tuple[list[str], int, deque[list[_Sent]]]:
+        """Judge `keys` in slices of `JUDGE_SLICE` judgements; returns the jobs exported, the verdicts
+        settled so far and the groups of sends still to settle (`_settle_all`)."""
         table, book_table = self.tables.job_health, self.tables.verdicts
         exported: list[str] = []
         published = 0
         # Verdicts are sent without waiting for each delivery (a round trip per job made a tick of
-        # thousands of jobs take minutes); each group is settled (delivered, then its books written)
-        # before the next, so a verdict's seq is recorded only once it is out.
+        # thousands of jobs take minutes). A group (one slice's sends) is settled (delivered, then its
+        # books written) once delivered, so a verdict's seq is recorded only once it is out; up to
+        # `SENDS_IN_FLIGHT` groups are out while the next slices are judged (awaiting each group's
+        # round trip before judging on left the pass idle on the broker: most of its wall time once
+        # the intake no longer ran in those waits).
+        inflight: deque[list[_Sent]] = deque()
         sent: list[_Sent] = []
         judged = 0
-        for key in keys:
-            if judged and judged % 50 == 0:
-                published += await self._settle(sent)
-                sent = []
-                await self._waiting(asyncio.sleep(0))  # let the agent run between batches of judgements
-            raw = table.get(key)
-            if not raw:
-                continue
-            job_id = key.decode("utf-8", "replace")
-            writes = self._writes.get(key, 0)
-            if self._still_fresh(key, writes):
-                exported.append(job_id)  # its series stay as the last judgement left them
-                continue
-            self._fresh.pop(key, None)
-            judged += 1
-            try:
-                state = self._load(key, job_id)
-                now = self._judging_time(state)
-                wall = self.clock().timestamp()
-                expiry = self._expiry(key, state, wall)
-                raw, metrics, recheck = self._judge_one(state, now)
-                if expiry is None:
-                    self.exporter.update(metrics, raw)
-                    exported.append(job_id)
-            except Exception as exc:  # one job's failure must not stop the others
-                self.exporter.verdicts_failed.inc()
-                log.exception("judging job %s failed: %r", job_id, exc)
-                continue
-            # The book's facts come from memory; the book itself is decoded only when a change is held.
-            book_bytes = book_table.get(key)
-            memo, book = self._book_facts(key, book_bytes)
-            raw = raw.model_copy(update={"captured": self.captured})
-            if memo.held_until(raw) is None:  # what `stabilize` gives then, without the published verdict
-                verdict, stability = raw, Stability(shown=raw)
-            else:
-                book = book or VerdictBook.from_bytes(book_bytes)
-                verdict, stability = stabilize(book.stability, raw)
-            facts = key_facts(verdict)
-            until = None
-            if expiry is None and stability.pending_call is None and verdict.held is None:
-                until = recheck  # (the metrics point and the age band are added below)
-            if expiry is not None:
-                # The final verdict goes out whatever the last call was; then the job is forgotten.
-                verdict = verdict.model_copy(update={
-                    "reasoning": f"{verdict.reasoning} Final verdict: {EXPIRY_TEXT[expiry]}; the job is no longer "
-                                 "watched.".strip()})
-            else:
-                await self._record_metrics(key, job_id, state, now, verdict, metrics)
-                if until is not None:
-                    until = self._fresh_until(job_id, until, verdict)
-                unchanged = memo.last_facts is not None and memo.last_facts == facts  # not `stability.changed`
-                if unchanged and wall - memo.published_at < self.settings.heartbeat_secs:
-                    if (stability.pending_call, stability.pending_since) != (memo.pending_call, memo.pending_since):
-                        # a held change started or ended: remembered (the published verdict stays `shown`)
-                        book = book or VerdictBook.from_bytes(book_bytes)
-                        stability.shown = book.stability.shown
-                        book = replace(book, stability=stability)
-                        data = book_table[key] = book.to_bytes()
-                        memo = self._books[key] = BookFacts.of(book, data, memo.last_facts)
-                    if until is not None and until > now:
-                        heartbeat = memo.published_at + self.settings.heartbeat_secs
-                        self._fresh[key] = _Fresh(writes, memo, now, until, min(heartbeat, self._expiry_due(key)))
-                    continue
-            out = verdict.model_copy(update={"seq": memo.seq + 1})
-            out_json = out.model_dump(mode="json")  # once, for the topic and the book (`encode` writes the same)
-            sent.append(_Sent(await self._waiting(self.verdict_topic.send(key=key, value=orjson.dumps(out_json))),
-                              key, job_id, out,
-                              out_json, facts, wall, expiry, stability, until if until is not None and until > now
-                              else None, self._expiry_due(key) if expiry is None else wall, writes))
-        published += await self._settle(sent)
+        in_slice = 0
+        try:
+            for key in keys:
+                if in_slice >= JUDGE_SLICE:
+                    in_slice = 0
+                    inflight.append(sent)
+                    sent = []
+                    published += await self._settle_delivered(inflight)
+                    # a slice boundary: sends, heartbeats and /metrics run; the intake waits (`priority`)
+                    await self._waiting(asyncio.sleep(0))
+                if await self._judge_key(key, table, book_table, exported, sent):
+                    judged += 1
+                    in_slice += 1
+        except Exception:
+            inflight.append(sent)
+            try:  # record what was delivered before the failure, as the settled groups were
+                await self._settle_all(inflight)
+            except Exception:  # noqa: BLE001 - the first failure is the one raised
+                pass
+            raise
+        inflight.append(sent)
         self._rejudged = judged
-        return exported, published
+        self.exporter.jobs_judged.inc(judged)
+        return exported, published, inflight
+
+    async def _judge_key(self, key: bytes, table: Any, book_table: Any, exported: list[str],
+                         sent: list[_Sent]) -> bool:
+        """Judge one job (unless its last judgement still holds): export its series, record what did
+        not change, or send its verdict (appended to `sent`). Returns whether the core ran."""
+        raw = table.get(key)
+        if not raw:
+            return False
+        job_id = key.decode("utf-8", "replace")
+        writes = self._writes.get(key, 0)
+        if self._still_fresh(key, writes):
+            exported.append(job_id)  # its series stay as the last judgement left them
+            return False
+        self._fresh.pop(key, None)
+        try:
+            state = self._load(key, job_id)
+            now = self._judging_time(state)
+            wall = self.clock().timestamp()
+            expiry = self._expiry(key, state, wall)
+            raw, metrics, recheck = self._judge_one(state, now)
+            if expiry is None:
+                self.exporter.update(metrics, raw)
+                exported.append(job_id)
+        except Exception as exc:  # one job's failure must not stop the others
+            self.exporter.verdicts_failed.inc()
+            log.exception("judging job %s failed: %r", job_id, exc)
+            return True
+        # The book's facts come from memory; the book itself is decoded only when a change is held.
+        book_bytes = book_table.get(key)
+        memo, book = self._book_facts(key, book_bytes)
+        raw = raw.model_copy(update={"captured": self.captured})
+        if memo.held_until(raw) is None:  # what `stabilize` gives then, without the published verdict
+            verdict, stability = raw, Stability(shown=raw)
+        else:
+            book = book or VerdictBook.from_bytes(book_bytes)
+            verdict, stability = stabilize(book.stability, raw)
+        facts = key_facts(verdict)
+        until = None
+        if expiry is None and stability.pending_call is None and verdict.held is None:
+            until = recheck  # (the metrics point and the age band are added below)
+        if expiry is not None:
+            # The final verdict goes out whatever the last call was; then the job is forgotten.
+            verdict = verdict.model_copy(update={
+                "reasoning": f"{verdict.reasoning} Final verdict: {EXPIRY_TEXT[expiry]}; the job is no longer "
+                             "watched.".strip()})
+        else:
+            await self._record_metrics(key, job_id, state, now, verdict, metrics)
+            if until is not None:
+                until = self._fresh_until(job_id, until, verdict)
+            unchanged = memo.last_facts is not None and memo.last_facts == facts  # not `stability.changed`
+            if unchanged and wall - memo.published_at < self.settings.heartbeat_secs:
+                if (stability.pending_call, stability.pending_since) != (memo.pending_call, memo.pending_since):
+                    # a held change started or ended: remembered (the published verdict stays `shown`)
+                    book = book or VerdictBook.from_bytes(book_bytes)
+                    stability.shown = book.stability.shown
+                    book = replace(book, stability=stability)
+                    data = book_table[key] = book.to_bytes()
+                    memo = self._books[key] = BookFacts.of(book, data, memo.last_facts)
+                if until is not None and until > now:
+                    heartbeat = memo.published_at + self.settings.heartbeat_secs
+                    self._fresh[key] = _Fresh(writes, memo, now, until, min(heartbeat, self._expiry_due(key)))
+                return True
+        out = verdict.model_copy(update={"seq": memo.seq + 1})
+        out_json = out.model_dump(mode="json")  # once, for the topic and the book (`encode` writes the same)
+        sent.append(_Sent(await self._waiting(self.verdict_topic.send(key=key, value=orjson.dumps(out_json))),
+                          key, job_id, out,
+                          out_json, facts, wall, expiry, stability, until if until is not None and until > now
+                          else None, self._expiry_due(key) if expiry is None else wall, writes))
+        return True
+
+    async def _settle_delivered(self, inflight: deque[list[_Sent]]) -> int:
+        """Settle, oldest first, the groups whose sends are all delivered; while more than
+        `SENDS_IN_FLIGHT` groups are out, wait for the oldest. Returns the verdicts published."""
+        published = 0
+        while inflight and (len(inflight) > SENDS_IN_FLIGHT
+                            or all(asyncio.isfuture(x.future) and x.future.done() for x in inflight[0])):
+            published += await self._settle(inflight.popleft())
+        return published
+
+    async def _settle_all(self, inflight: deque[list[_Sent]]) -> int:
+        """Settle every group left, oldest first; a failed delivery is raised once all are recorded."""
+        published = 0
+        failed: Exception | None = None
+        while inflight:
+            try:
+                published += await self._settle(inflight.popleft())
+            except Exception as exc:  # noqa: BLE001 - the others' deliveries are still recorded
+                failed = failed or exc
+        if failed is not None:
+            raise failed
+        return published
 
     async def _waiting(self, awaitable: Any) -> Any:
         """`await awaitable`, counting the time in `_waited` (a pass's time not spent judging)."""
@@ -943,11 +1047,19 @@ class StreamWorker:
             log.error("recording metrics of job %s failed: %r", job_id, exc)
 
     def _update_lag(self) -> None:
+        per_topic = self._event_lag()
+        if per_topic is None:
+            return
+        for topic in self.event_topics:
+            self.exporter.consumer_lag.labels(topic).set(per_topic.get(topic, 0))
+
+    def _event_lag(self) -> dict[str, int] | None:
+        """Per event topic, the records of owned partitions not processed yet (None: no consumer yet)."""
         per_topic: dict[str, int] = {}
         try:
             assignment = self.app.consumer.assignment()
         except Exception:  # noqa: BLE001
-            return
+            return None
         for tp in assignment:
             if tp.topic not in self.event_topics:
                 continue
@@ -961,8 +1073,7 @@ class StreamWorker:
             if done is None:
                 continue
             per_topic[tp.topic] = per_topic.get(tp.topic, 0) + max(int(hw) - done, 0)
-        for topic in self.event_topics:
-            self.exporter.consumer_lag.labels(topic).set(per_topic.get(topic, 0))
+        return per_topic
 
     async def _flush_evidence(self) -> None:
         if self.store is None or not self.store.pending():
