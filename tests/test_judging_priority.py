@@ -272,7 +272,7 @@ class SlowTopic:
 def test_a_pass_judges_on_while_its_sends_are_in_flight_and_books_each_once_delivered() -> None:
     """Sends are pipelined (at most SENDS_IN_FLIGHT slices out); each job's book is written once its
     verdict is delivered; the last deliveries are awaited with the intake gate open."""
-    from rlhealth.streams.workers import JUDGE_SLICE, SENDS_IN_FLIGHT
+    from rlhealth.streams.judging import JUDGE_SLICE, SENDS_IN_FLIGHT
 
     async def go() -> tuple[list[tuple[str, Any]], StreamWorker, SlowTopic, list[int], int]:
         trace: list[tuple[str, Any]] = []
