@@ -11,6 +11,7 @@ import bz2
 import gzip
 import lzma
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,20 @@ def test_log_reading_workers_read_rotated_groups_too(tmp_path: Path) -> None:
     shutil.copytree(scenario / "capture", rotated)
     _rotate_in_thirds(rotated)
     assert _call(rotated, workers=2) == _call(scenario / "capture")
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[p.name for p in SCENARIOS])
+def test_watch_reads_rotated_logs_as_the_probe_does(scenario: Path, tmp_path: Path) -> None:
+    """`watch --clock capture` on a rotated capture: its first poll reads each log's rotations oldest first,
+    with the time carried across, and judges as the probe does."""
+    from rlhealth.embedded import Watcher
+
+    rotated = tmp_path / "capture"
+    shutil.copytree(scenario / "capture", rotated)
+    _rotate_in_thirds(rotated)
+    w = Watcher(build_core(), [rotated], clock=lambda: datetime.now(UTC), clock_mode="capture")
+    w.tick()
+    (v,) = w.verdicts.values()
+    watched = (v.verdict, v.confidence, v.job_status,
+               tuple((k, getattr(v.gates, k).status, tuple(getattr(v.gates, k).codes)) for k in "ABC"))
+    assert watched == _call(scenario / "capture")

@@ -51,7 +51,13 @@ from rlhealth.sources.capture import (
     read_capture_info,
     unsafe_reason,
 )
-from rlhealth.sources.compressed import UNREADABLE_SUFFIXES, codec_suffix, decompress_to, unrotated_name
+from rlhealth.sources.compressed import (
+    UNREADABLE_SUFFIXES,
+    codec_suffix,
+    decompress_to,
+    rotation_groups,
+    unrotated_name,
+)
 from rlhealth.sources.harbor import TrialDirWatcher
 from rlhealth.sources.logfiles import LogReader, TailReader, slurm_leg_order, source_for
 from rlhealth.sources.nvidia_smi import AppGroup, GpuCsvParser, attach_apps, parse_compute_apps_csv
@@ -246,9 +252,17 @@ class CaptureFollower:
         legs = self._legs or slurm_leg_order(rels)
         first_listing = not self._listed_logs
         self._listed_logs = True
-        for f, rel in zip(files, rels):
+        pairs = list(zip(files, rels))
+        if first_listing:
+            # each log's rotations oldest first, and a rotated file's unstamped lines continue from the
+            # time its predecessor ended, as `Capture.events` reads them
+            pairs = [pr for group in rotation_groups(pairs) for pr in group]
+        ended: dict[tuple[Path, str], datetime] = {}  # per log (folder, unrotated name): its last event time
+        for f, rel in pairs:
             if rel in self._rotations_skipped:
                 continue
+            log_key = (f.parent, unrotated_name(f.name))
+            before = len(out)
             r = self._logs.get(rel)
             if f.name != unrotated_name(f.name):
                 if not first_listing:
@@ -259,7 +273,9 @@ class CaptureFollower:
                 if codec_suffix(f.name) or f.name.endswith(UNREADABLE_SUFFIXES):
                     # history from before the first poll, compressed: read once, whole
                     self._rotations_skipped.add(rel)
-                    out.extend(self._compressed_history(f, rel, legs, now, window_start))
+                    out.extend(self._compressed_history(f, rel, legs, now, window_start, ended.get(log_key)))
+                    if len(out) > before:
+                        ended[log_key] = out[-1].event_time
                     continue
             if r is None:
                 src = source_for(rel, cluster=self.info.cluster, shipper=SHIPPER, leg_index=legs)
@@ -275,10 +291,12 @@ class CaptureFollower:
                 continue
             # as `Capture.events`: a file modified after "now" (a static capture checked out later) has
             # its unstamped lines dated at the start of the other sources' window, not at "now"
-            fb = mtime if mtime <= now else (window_start or now)
+            fb = ended.get(log_key) or (mtime if mtime <= now else (window_start or now))
             bad_before = r.invalid_utf8_lines
             try:
                 out.extend(r.read(final=self.static, ref_time=now, fallback_time=fb))
+                if len(out) > before:
+                    ended[log_key] = out[-1].event_time
                 if self.static and r.tail.missing_final_newline and rel not in self._cut_noted:
                     self._cut_noted.add(rel)
                     gate = "B" if f.name.startswith("dmesg") else "A"
@@ -290,7 +308,7 @@ class CaptureFollower:
         return out
 
     def _compressed_history(self, f: Path, rel: str, legs: dict[str, int], now: datetime,
-                            window_start: datetime | None) -> list[EventBase]:
+                            window_start: datetime | None, after: datetime | None = None) -> list[EventBase]:
         """A compressed rotation present at the first poll: unpacked and read once, as a capture reads it."""
         if f.name.endswith(UNREADABLE_SUFFIXES):
             self._note(rel, "unreadable", "A", "archive or codec rlhealth does not read (it reads .gz, .bz2, .xz)")
@@ -312,7 +330,7 @@ class CaptureFollower:
                 mtime = datetime.fromtimestamp(os.stat(f).st_mtime, UTC)
             except OSError:
                 mtime = now
-            fb = mtime if mtime <= now else (window_start or now)
+            fb = after or (mtime if mtime <= now else (window_start or now))
             return list(reader.read(final=True, ref_time=now, fallback_time=fb))
 
     def _trial_events(self) -> list[EventBase]:
