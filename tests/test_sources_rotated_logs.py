@@ -154,3 +154,15 @@ def test_watch_reads_rotated_logs_as_the_probe_does(scenario: Path, tmp_path: Pa
     watched = (v.verdict, v.confidence, v.job_status,
                tuple((k, getattr(v.gates, k).status, tuple(getattr(v.gates, k).codes)) for k in "ABC"))
     assert watched == _call(scenario / "capture")
+
+
+def test_an_archive_or_an_unknown_codec_is_unreadable_not_an_error(tmp_path: Path) -> None:
+    from rlhealth.sources.compressed import unpack_log
+
+    for name in ("x.log.1.zst", "logs.tar", "x.log.1.lz4"):
+        src = tmp_path / name
+        src.write_bytes(b"\x28\xb5\x2f\xfd whatever")
+        got = unpack_log(src, tmp_path / "out", max_bytes=1 << 20)
+        assert (got.problem, got.bytes_written) == ("unreadable", 0)
+    missing = unpack_log(tmp_path / "gone.log.1.gz", tmp_path / "out", max_bytes=1 << 20)
+    assert (missing.problem, missing.bytes_written) == ("unreadable", 0)

@@ -57,7 +57,7 @@ from rlhealth.schemas.events import (
     RolloutSpec,
 )
 from rlhealth.sources import harbor, kubectl, slurm
-from rlhealth.sources.compressed import UNREADABLE_SUFFIXES, codec_suffix, decompress_to, rotation_groups
+from rlhealth.sources.compressed import is_packed, rotation_groups, unpack_log
 from rlhealth.sources.encoding import without_bom
 from rlhealth.sources.logfiles import CHUNK_BYTES, LogReader, slurm_leg_order, source_for
 from rlhealth.sources.nvidia_smi import GpuCsvParser, attach_apps, parse_compute_apps_csv
@@ -617,7 +617,7 @@ class Capture:
         iters: list[list[EventBase] | _Peeked] = [lst for lst in eager if lst]
         self._logs_have_lines = any(_size(f) > 0 for f in log_files)
         unpacked = tempfile.TemporaryDirectory(prefix="rlhealth-capture-") if any(
-            codec_suffix(f.name) for f in log_files) else None
+            is_packed(f.name) for f in log_files) else None
         for group in rotation_groups(list(zip(log_files, rels))):
             it = self._rotated_log_iter(group, legs_by_id, window_start, open_log,
                                         Path(unpacked.name) if unpacked is not None else None)
@@ -646,10 +646,15 @@ class Capture:
         info = self.info
         last: datetime | None = None
         for n, (f, rel) in enumerate(group):
-            if f.name.endswith(UNREADABLE_SUFFIXES):
-                self._problem(rel, "unreadable", "A", "archive or codec rlhealth does not read (it reads .gz, "
-                                                      ".bz2, .xz); unpack it into the capture")
-                continue
+            readable = f
+            if unpack_dir is not None and is_packed(f.name):
+                got = unpack_log(f, unpack_dir / f"{id(group)}-{n}-{f.name}",
+                                 max_bytes=settings.load().max_decompressed_log_bytes)
+                if got.problem is not None:
+                    self._problem(rel, got.problem, "A", got.note)
+                if not got.bytes_written:
+                    continue
+                readable = got.path
             if last is not None:
                 fb_time = last
             else:
@@ -660,27 +665,11 @@ class Capture:
                 fb_time = mtime if mtime <= info.captured_at else window_start
             # the stream keeps the compressed file's name: evidence offsets count the unpacked bytes
             src = source_for(rel, cluster=info.cluster, shipper=SHIPPER, leg_index=legs_by_id)
-            readable: Path | None = f
-            if unpack_dir is not None and codec_suffix(f.name):
-                readable = self._unpack(f, rel, unpack_dir / f"{id(group)}-{n}-{f.name}")
-            if readable is None:
-                continue
             for ev in self._log_iter(readable, src, functools.partial(_constant, fb_time), open_log, rel=rel):
                 last = ev.event_time
                 yield ev
             if readable is not f:
                 readable.unlink(missing_ok=True)  # unpacked files are read once: free the disk now
-
-    def _unpack(self, f: Path, rel: str, dest: Path) -> Path | None:
-        """A compressed rotated log unpacked into `dest`; None (a problem noted) when nothing is readable."""
-        try:
-            out = decompress_to(f, dest, max_bytes=settings.load().max_decompressed_log_bytes)
-        except OSError as exc:
-            self._problem(rel, "unreadable", "A", f"cannot unpack: {str(exc)[:200]}")
-            return None
-        if out.problem is not None:
-            self._problem(rel, out.problem, "A", out.note)
-        return out.path if out.bytes_written else None
 
 
 def open_capture(path: Path | str, *, batch_lines: int = 500, prefilter: Classifier | None = None,

@@ -31,6 +31,14 @@ _ROTATION_RE = re.compile(r"[.-](?:\d{1,4}|\d{8}(?:-\d{6})?)$")
 _IN_CHUNK_BYTES = 64 << 10
 
 
+UNREADABLE_NOTE = "archive or codec rlhealth does not read (it reads .gz, .bz2, .xz); unpack it into the capture"
+
+
+def is_packed(name: str) -> bool:
+    """Compressed or archived: not readable as text as it is."""
+    return codec_suffix(name) is not None or name.endswith(UNREADABLE_SUFFIXES)
+
+
 def codec_suffix(name: str) -> str | None:
     """".gz", ".bz2" or ".xz" when the file is compressed with a codec rlhealth reads, else None."""
     for suffix in _CODECS:
@@ -39,30 +47,30 @@ def codec_suffix(name: str) -> str | None:
     return None
 
 
-def unrotated_name(name: str) -> str:
-    """The file's name before rotation and compression: `123.out.1` -> `123.out`,
-    `pod_rank0.log.2.gz` -> `pod_rank0.log`, `0.log.20261201-101500.gz` -> `0.log`.
-
-    A trailing number is a rotation only when what is left still has an extension, so `123.out`
-    and `worker-7.log` keep theirs."""
-    suffix = codec_suffix(name)
-    if suffix is not None:
-        name = name[: -len(suffix)]
-    m = _ROTATION_RE.search(name)
-    if m is not None and "." in name[: m.start()]:
-        name = name[: m.start()]
-    return name
-
-
-def _age_key(name: str) -> tuple[int, str, int]:
-    """Oldest first: `x.log.3.gz`, `x.log.2`, `x.log.1`, then `x.log`; dated rotations by date."""
+def _rotation(name: str) -> tuple[str, str | None]:
+    """(the name before rotation and compression, the rotation's mark: a generation or a date, None
+    for the live file). A trailing number is a rotation only when what is left still has an extension."""
     suffix = codec_suffix(name)
     if suffix is not None:
         name = name[: -len(suffix)]
     m = _ROTATION_RE.search(name)
     if m is None or "." not in name[: m.start()]:
+        return name, None
+    return name[: m.start()], m.group(0)[1:]
+
+
+def unrotated_name(name: str) -> str:
+    """The file's name before rotation and compression: `123.out.1` -> `123.out`,
+    `pod_rank0.log.2.gz` -> `pod_rank0.log`, `0.log.20261201-101500.gz` -> `0.log`; `123.out` and
+    `worker-7.log` keep theirs."""
+    return _rotation(name)[0]
+
+
+def _age_key(name: str) -> tuple[int, str, int]:
+    """Oldest first: `x.log.3.gz`, `x.log.2`, `x.log.1`, then `x.log`; dated rotations by date."""
+    mark = _rotation(name)[1]
+    if mark is None:
         return (1, "", 0)  # the live file
-    mark = m.group(0)[1:]
     return (0, mark, 0) if len(mark) >= 8 else (0, "", -int(mark))
 
 
@@ -123,3 +131,14 @@ def decompress_to(src: Path, dest: Path, *, max_bytes: int) -> Decompressed:
             problem = "truncated" if written else "unreadable"
             note = f"{suffix[1:]} data damaged after {written} bytes: {str(exc)[:120]}"
     return Decompressed(dest, written, problem, note)
+
+
+def unpack_log(src: Path, dest: Path, *, max_bytes: int) -> Decompressed:
+    """`decompress_to` for a log reader: an archive, a codec rlhealth does not read, or a file that cannot
+    be opened comes back as an "unreadable" problem with nothing written, never as an exception."""
+    if codec_suffix(src.name) is None:
+        return Decompressed(dest, 0, "unreadable", UNREADABLE_NOTE)
+    try:
+        return decompress_to(src, dest, max_bytes=max_bytes)
+    except OSError as exc:
+        return Decompressed(dest, 0, "unreadable", f"cannot unpack: {str(exc)[:200]}")

@@ -7,10 +7,10 @@ What "new" means per source:
 
 * logs/** : lines appended since the last poll (per-file byte offsets; a new inode at the path
   = rotation, a size below our offset = truncation: both restart the file from 0 and are noted
-  in `problems`); a partial last line is held until its newline arrives. Rotated files
-  (`x.log.1`, `x.log.2.gz`) present at the first poll are history and are read (compressed ones
-  unpacked, once); one that appears later is a rotation of a log being followed, whose lines were
-  read under its live name, and is not read again;
+  in `problems`); a partial last line is held until its newline arrives. Rotated or compressed
+  files (`x.log.1`, `x.log.2.gz`) present at the first poll are history and are read once
+  (compressed ones unpacked); one that appears later is a rotation of a log being followed, whose
+  lines were read under its live name, and is not read again;
 * gpu/<host>.csv : rows appended; the poll being assembled is emitted when the next poll starts
   or when a `poll()` finds no new rows for that host; compute apps from `<host>.apps.csv` are
   attached to the emitted poll nearest in time;
@@ -51,13 +51,7 @@ from rlhealth.sources.capture import (
     read_capture_info,
     unsafe_reason,
 )
-from rlhealth.sources.compressed import (
-    UNREADABLE_SUFFIXES,
-    codec_suffix,
-    decompress_to,
-    rotation_groups,
-    unrotated_name,
-)
+from rlhealth.sources.compressed import is_packed, rotation_groups, unpack_log, unrotated_name
 from rlhealth.sources.harbor import TrialDirWatcher
 from rlhealth.sources.logfiles import LogReader, TailReader, slurm_leg_order, source_for
 from rlhealth.sources.nvidia_smi import AppGroup, GpuCsvParser, attach_apps, parse_compute_apps_csv
@@ -119,7 +113,7 @@ class CaptureFollower:
         self.static = False
         self._cut_noted: set[str] = set()
         self._listed_logs = False
-        self._rotations_skipped: set[str] = set()  # rotated files not followed (see `_log_batches`)
+        self._rotations_skipped: set[str] = set()  # rotated or compressed files not followed (`_log_batches`)
 
     # -- helpers ----------------------------------------------------------------------------
     def _source(self, rel: str, **kw: Any) -> Source:
@@ -264,13 +258,13 @@ class CaptureFollower:
             log_key = (f.parent, unrotated_name(f.name))
             before = len(out)
             r = self._logs.get(rel)
-            if f.name != unrotated_name(f.name):
+            if is_packed(f.name) or f.name != unrotated_name(f.name):
                 if not first_listing:
                     # history read at the first poll does not grow; a rotation that appears (or a
                     # rotated name that now holds the live file's old lines) was read under the live name
                     self._rotations_skipped.add(rel)
                     continue
-                if codec_suffix(f.name) or f.name.endswith(UNREADABLE_SUFFIXES):
+                if is_packed(f.name):
                     # history from before the first poll, compressed: read once, whole
                     self._rotations_skipped.add(rel)
                     out.extend(self._compressed_history(f, rel, legs, now, window_start, ended.get(log_key)))
@@ -309,16 +303,9 @@ class CaptureFollower:
 
     def _compressed_history(self, f: Path, rel: str, legs: dict[str, int], now: datetime,
                             window_start: datetime | None, after: datetime | None = None) -> list[EventBase]:
-        """A compressed rotation present at the first poll: unpacked and read once, as a capture reads it."""
-        if f.name.endswith(UNREADABLE_SUFFIXES):
-            self._note(rel, "unreadable", "A", "archive or codec rlhealth does not read (it reads .gz, .bz2, .xz)")
-            return []
+        """A compressed log present at the first poll: unpacked and read once, as a capture reads it."""
         with tempfile.TemporaryDirectory(prefix="rlhealth-follow-") as tmp:
-            try:
-                got = decompress_to(f, Path(tmp) / f.name, max_bytes=settings.load().max_decompressed_log_bytes)
-            except OSError as exc:
-                self._note(rel, "unreadable", "A", f"cannot unpack: {str(exc)[:200]}")
-                return []
+            got = unpack_log(f, Path(tmp) / f.name, max_bytes=settings.load().max_decompressed_log_bytes)
             if got.problem is not None:
                 self._note(rel, got.problem, "A", got.note)
             if not got.bytes_written:
