@@ -20,3 +20,13 @@ def fields_batch(texts: list[str], search: Callable[[str], object], before: Call
                  before_chars: int, plan: tuple[tuple[str, int, int], ...], convert: Callable[[str], object],
                  convert_size: Callable[[str, str], object], defaults: dict[str, object] | None,
                  empty: dict[str, object], /) -> list[dict[str, object]]: ...
+
+# normalize.peel_and_stamp for each text (twin: normalize.peel_and_stamp_batch_py)
+def peel_stamp_batch(texts: list[str], paren_memo: dict[str, tuple[object, int]],
+                     paren_fn: Callable[[str], tuple[object, int]], paren_max: int, name_memo: dict[str, object],
+                     prefix_cls: Callable[[str], object], stamp_memos: tuple[dict[str, object], ...],
+                     stamp_fn: Callable[[str], object], slow: Callable[[str], tuple[object, object]],
+                     /) -> list[tuple[object, object]]: ...
+
+# (branch, end) of normalize._TS_START_RE.match(text, pos), or None
+def stamp_span(text: str, pos: int, /) -> tuple[int, int] | None: ...

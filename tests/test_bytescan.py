@@ -506,3 +506,61 @@ def test_fields_batch_native_equals_python(texts: list, with_before: bool, with_
     got, want = fields_batch(*args), fields_batch_py(*args)
     assert got == want and [list(d) for d in got] == [list(d) for d in want]
     assert all(d is not empty for d in got)  # a copy per unmatched line, never the shared dict
+
+
+# -- peel_stamp_batch: the prefix peel and start-of-line stamp of matched lines in C -----------------------
+
+_native_fn = bytescan.native_function
+_BRANCH = {"v": 0, "c": 1, "g": 2, "r": 3, "i": 4, "dm": 5, "sy": 6}
+_STAMP_PIECES = ["INFO", "WARN", "WARNING", "DEBUG", "ERROR", "CRITICAL", "INFOX", " ", "  ", "\n", "[", "]", "-",
+                 ":", ".", ",", "T", "Z", "+", "F", "E", "W", "I", "V", "D", "C", "x", "Nov", "Fri", "Abc", "AbC",
+                 "\u2003", "\x1c", "\t", "٣", "1", "12", "123", "1234", "12345", "123456", "123456789",
+                 "1234567890", "2026-10-14", "10-14", "16:14:50", "02:07:08", ".412230519", ".996000", "+05:30",
+                 "-0530", "+05:3", " 3304089 "]
+stamp_text = st.one_of(st.lists(st.sampled_from(_STAMP_PIECES), max_size=14).map("".join), ts_line)
+
+
+@needs_native
+@FAST
+@given(stamp_text, st.integers(0, 3))
+@example("WARNING 10-14 16:14:50", 0)
+@example("[E321 02:07:08.412230519\n", 0)
+@example("2026-10-14T16:14:50.1234567890+05:3", 0)
+@example("[Fri Nov  9 10:14:31 2024]", 0)
+def test_stamp_span_is_the_start_regex(text: str, pos: int) -> None:
+    pos = min(pos, len(text))
+    m = normalize._TS_START_RE.match(text, pos)
+    want = None if m is None else (_BRANCH[(m.lastgroup or "").split("_")[0]], m.end())
+    assert _native_fn("stamp_span")(text, pos) == want  # type: ignore[misc]
+
+
+_DENSE_LINES = [
+    "(AsyncVLLMInferenceEngine pid=21113, ip=10.0.2.100) INFO 10-13 06:20:34 [loggers.py:271] Engine 000: x",
+    "(TaskRunner pid=23871) step:132 - global_seqlen/min:390050 - actor/pg_loss:0.0075",
+    "{'loss': 1.6804, 'grad_norm': 0.4486, 'learning_rate': 6.807e-06, 'epoch': 0.132}",
+    " [2026-10-13 06:24:56] iteration      132/  100000 | lm loss: 9.660751E-01 |",
+    "(skyrl_entrypoint pid=7760, ip=10.0.2.179) Training Step Progress:  65%|██████    | 131/200",
+    "[2026-10-13 06:20:23 TP6] Decode batch. #running-req: 47, #token: 16699, token usage: 0.76",
+    "[rank3]:[E321 02:07:08.412230519 ProcessGroupNCCL.cpp:1] x", "[pod/a-0/main] [rank1]: W1223 05:17:58.996000 3 y",
+    "(raylet, ip=1.2.3.4) [2023-07-11 15:20:05,144 I 1 2] z", "(MyActor(index=2) pid=4) INFO 10-14 16:14:50 w",
+    "2026-05-12T08:01:39.331095044Z stdout F (pid=3) INFO 10-14 16:14:50 v", "1234567890T",
+]
+batch_line = st.one_of(ts_line, paren_text, stamp_text, st.sampled_from(_DENSE_LINES),
+                       st.tuples(paren_text, stamp_text).map("".join))
+
+
+@needs_native
+@SLOW
+@given(st.lists(st.tuples(batch_line, st.booleans()), max_size=8), refs, refs, tzs)
+def test_peel_and_stamp_batch_native_equals_python(rows, ref: datetime, ref2: datetime, tz) -> None:
+    texts: list[str] = []
+    for line, twice in rows:
+        text = normalize.strip_ansi(line)
+        texts += [text, text] if twice else [text]  # a line that matched two rules: the same object again
+    # memos stay warm across examples (and the stamp memos are per reference time): a key too coarse
+    # would hand one line another's prefixes or stamp
+    for r in (ref, ref2, ref):
+        got = normalize.peel_and_stamp_batch(texts, r, tz)
+        assert got == normalize.peel_and_stamp_batch_py(texts, r, tz)
+        assert got == [(normalize.peel_stripped(t), _uncached_timestamp(t, r, tz)) for t in texts]
+        assert all(got[i] is got[i + 1] for i in range(len(texts) - 1) if texts[i] is texts[i + 1])

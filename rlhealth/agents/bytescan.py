@@ -14,8 +14,10 @@ from collections.abc import Callable, Sequence
 from itertools import accumulate
 from operator import add
 from types import ModuleType
+from typing import Any
 
-__all__ = ["ANSI_PATTERN", "NATIVE", "count_newlines", "fields_batch", "fields_of", "line_starts", "strip_ansi_bytes",
+__all__ = ["ANSI_PATTERN", "NATIVE", "count_newlines", "fields_batch", "fields_of", "line_starts", "native_function",
+           "strip_ansi_bytes",
            "utf8_valid", "count_newlines_py", "fields_batch_py", "fields_of_py", "line_starts_py",
            "strip_ansi_bytes_py", "utf8_valid_py"]
 
@@ -119,6 +121,12 @@ if os.environ.get("RLHEALTH_NATIVE", "1") != "0":
         _native = None
 
 NATIVE = _native is not None
+
+
+def native_function(name: str) -> Callable[..., Any] | None:
+    """The C helper's function `name`, or None (RLHEALTH_NATIVE=0, no helper, or a stale build without it):
+    for passes whose Python twin lives next to its caller."""
+    return getattr(_native, name, None) if _native is not None else None
 
 if _native is not None:
     # the C functions (typed in rlhealth/_fastlines.pyi), under the types of their Python twins

@@ -23,7 +23,13 @@ from rlhealth.agents.fold_engines import (
     roll_gen_bucket,
 )
 from rlhealth.agents.fold_trainer import trainer_progress
-from rlhealth.agents.normalize import line_timestamp, line_timestamp_seen, peel_and_stamp, peel_prefixes, strip_ansi
+from rlhealth.agents.normalize import (
+    line_timestamp,
+    line_timestamp_seen,
+    peel_and_stamp_batch,
+    peel_prefixes,
+    strip_ansi,
+)
 from rlhealth.agents.signals import Catalog
 from rlhealth.agents.signatures import Classifier, LineMatch, Rule
 from rlhealth.agents.state import (
@@ -210,14 +216,16 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     sched_attempt, ends_by = state.sched.attempt, attempts_end_by(state)
     prefixes: tuple = ()
     rest = ""
-    for m in matches:
+    # every matched line's prefixes and own timestamp in one pass (C when built): own_dt ==
+    # line_timestamp(lines[m.index], now), m.text being lines[m.index] ANSI-stripped
+    parsed = peel_and_stamp_batch([m.text for m in matches], now) if matches else ()
+    for m, pk_dt in zip(matches, parsed):
         text = m.text
         rule = m.rule
         if m.index != index:
             # a line's time and prefixes, once per line (a line may match several rules)
             index = m.index
-            # m.text is lines[index] ANSI-stripped: one peel gives its prefixes and its own timestamp
-            pk, own_dt = peel_and_stamp(text, now)  # own_dt == line_timestamp(lines[index], now)
+            pk, own_dt = pk_dt
             dt = explicit_ts[index] if explicit_ts is not None else None
             if dt is None:
                 dt = memo[index] = own_dt

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from typing import NamedTuple
 
-from rlhealth.agents.bytescan import ANSI_PATTERN, strip_ansi_bytes
+from rlhealth.agents.bytescan import ANSI_PATTERN, native_function, strip_ansi_bytes
 
 __all__ = [
     "Prefix",
@@ -39,6 +39,8 @@ __all__ = [
     "normalize",
     "peel_stripped",
     "peel_and_stamp",
+    "peel_and_stamp_batch",
+    "peel_and_stamp_batch_py",
     "line_timestamp_seen",
     "timestamp_of_peeled",
     "parse_memo",
@@ -115,6 +117,18 @@ def _peel(line: str) -> tuple[tuple[Prefix, ...], str, datetime | None]:
     return hit
 
 
+def _paren_hit(cand: str) -> tuple[Prefix | None, int]:
+    """The flat regex's answer for a "(" prefix candidate (up to its first ") "), memoised."""
+    hit = _PAREN_MEMO.get(cand)
+    if hit is None:
+        if len(_PAREN_MEMO) >= _MEMO_SIZE:
+            _PAREN_MEMO.clear()
+        fm = _PAREN_PID_FLAT_RE.match(cand)
+        hit = _PAREN_MEMO[cand] = (
+            (Prefix(fm.group(1).strip(), int(fm.group(2)), fm.group(3)), fm.end()) if fm else (None, 0))
+    return hit
+
+
 def _peel_uncached(line: str) -> tuple[tuple[Prefix, ...], str, datetime | None]:
     prefixes: list[Prefix] = []
     outer_ts: datetime | None = None
@@ -129,11 +143,7 @@ def _peel_uncached(line: str) -> tuple[tuple[Prefix, ...], str, datetime | None]
                 cand = s[:k + 2]
                 hit = _PAREN_MEMO.get(cand)
                 if hit is None:
-                    if len(_PAREN_MEMO) >= _MEMO_SIZE:
-                        _PAREN_MEMO.clear()
-                    fm = _PAREN_PID_FLAT_RE.match(cand)
-                    hit = _PAREN_MEMO[cand] = (
-                        (Prefix(fm.group(1).strip(), int(fm.group(2)), fm.group(3)), fm.end()) if fm else (None, 0))
+                    hit = _paren_hit(cand)
                 if hit[0] is not None:
                     prefixes.append(hit[0])
                     s = s[hit[1]:]
@@ -360,6 +370,46 @@ def peel_and_stamp(text: str, ref: datetime, tz: tzinfo = UTC) -> tuple[tuple[tu
     if dt is _MISS:
         dt = _stamp_of_rest(pk[1], ref, tz)
     return pk, dt  # type: ignore[return-value]
+
+
+ParsedLine = tuple[tuple[tuple[Prefix, ...], str, datetime | None], datetime | None]
+
+
+def peel_and_stamp_batch_py(texts: list[str], ref: datetime, tz: tzinfo = UTC) -> list[ParsedLine]:
+    """`peel_and_stamp` of each of `texts`; a text that is the very object before it (a line that matched
+    two rules) gets the same result."""
+    out: list[ParsedLine] = []
+    prev: str | None = None
+    r: ParsedLine = ((), "", None), None
+    for t in texts:
+        if t is not prev:
+            r = peel_and_stamp(t, ref, tz)
+            prev = t
+        out.append(r)
+    return out
+
+
+# The C pass's memos (what it only reads and fills: no line is a key): "[pod/..]" and "[rankN]:" prefixes by
+# name, and start-of-line stamps per branch of _TS_START_RE by the text matched, for one (ref, tz) at a time.
+_NAME_MEMO: dict[str, Prefix] = {}
+_BATCH_STAMPS: tuple[dict[str, datetime | None], ...] = tuple({} for _ in range(7))
+_batch_stamps_for: list[tuple[datetime, tzinfo] | None] = [None]
+_native_peel = native_function("peel_stamp_batch")
+
+
+def peel_and_stamp_batch(texts: list[str], ref: datetime, tz: tzinfo = UTC) -> list[ParsedLine]:
+    """`peel_and_stamp_batch_py` (the same results), in one C pass when the helper is built: the prefix peel
+    and the start-of-line stamp of the common shapes, the rest through the Python functions."""
+    if _native_peel is None:
+        return peel_and_stamp_batch_py(texts, ref, tz)
+    if _batch_stamps_for[0] != (ref, tz) or any(len(m) >= _MEMO_SIZE for m in _BATCH_STAMPS):
+        for m in _BATCH_STAMPS:
+            m.clear()
+        _batch_stamps_for[0] = (ref, tz)
+    if len(_NAME_MEMO) >= _MEMO_SIZE:
+        _NAME_MEMO.clear()
+    return _native_peel(texts, _PAREN_MEMO, _paren_hit, _PREFIX_MEMO_MAX, _NAME_MEMO, Prefix, _BATCH_STAMPS,
+                        lambda rest: _stamp_of_rest(rest, ref, tz), lambda text: peel_and_stamp(text, ref, tz))
 
 
 def timestamp_of_peeled(rest: str, outer: datetime | None, ref: datetime, tz: tzinfo = UTC) -> datetime | None:
