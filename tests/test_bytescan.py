@@ -88,6 +88,8 @@ def test_native_extension_is_built_when_a_compiler_exists() -> None:
     # a stale build (from an older fastlines.c) falls back to the twin at import; here it must not
     assert bytescan.fields_of is _fastlines.fields_of, "rlhealth._fastlines is stale: rebuild it"
     assert bytescan.fields_batch is _fastlines.fields_batch, "rlhealth._fastlines is stale: rebuild it"
+    assert bytescan.fields_batch_vllm_v1 is _fastlines.fields_batch_vllm_v1, "rlhealth._fastlines is stale: rebuild it"
+    assert normalize._native_peel is _fastlines.peel_stamp_batch, "rlhealth._fastlines is stale: rebuild it"
 
 
 # -- strip_ansi ------------------------------------------------------------------------------
@@ -564,3 +566,50 @@ def test_peel_and_stamp_batch_native_equals_python(rows, ref: datetime, ref2: da
         assert got == normalize.peel_and_stamp_batch_py(texts, r, tz)
         assert got == [(normalize.peel_stripped(t), _uncached_timestamp(t, r, tz)) for t in texts]
         assert all(got[i] is got[i + 1] for i in range(len(texts) - 1) if texts[i] is texts[i + 1])
+
+
+# -- fields_batch_vllm_v1: the vLLM V1 stats line scanned by hand -------------------------------------------
+
+_VLLM_PIECES = ["Avg prompt throughput: ", "Engine ", "000", "1", "12.5", ".", "..", "4",  "٣", "x", " ", ": ",
+                " tokens/s, Avg generation throughput: ", " tokens/s, Running: ", " reqs, Waiting: ", " reqs",
+                ", Deferred: ", ", KV fetch: ", " waiting to start, ", " in progress, ", " completed waiting",
+                ", Preemptions: ", ", GPU KV cache usage: ", ", CPU", ", Gpu", " KV cache usage: ", "%",
+                ", Prefix cache hit rate: ", " Engines Aggregated: ", "Engine 000: ", "INFO 10-13 06:20:34 [x.py:1] "]
+_NUM = st.sampled_from(["0", "12", "3.5", "0.0", ".", "1.2.3", "٣", "", "12a", "99.9"])
+
+
+@st.composite
+def _vllm_line(draw) -> str:
+    """A V1 stats line with any optional parts and odd numbers, then perhaps cut or spliced with pieces."""
+    n = lambda: draw(_NUM)  # noqa: E731
+    head = draw(st.sampled_from(["", "Engine 003: ", "4 Engines Aggregated: ", "Engine 01234567890123: ", "x: ",
+                                 "(A pid=1, ip=10.0.0.1) INFO 10-13 06:20:34 [loggers.py:271] Engine 014: "]))
+    line = (f"{head}Avg prompt throughput: {n()} tokens/s, Avg generation throughput: {n()} tokens/s, "
+            f"Running: {n()} reqs, Waiting: {n()} reqs")
+    for part in (f", Deferred: {n()} reqs", f", KV fetch: {n()} waiting to start, {n()} in progress, {n()} completed "
+                 "waiting", f", Preemptions: {n()}", f", {draw(st.sampled_from(['GPU', 'CPU', 'Gpu', '']))} KV cache "
+                 f"usage: {n()}%", f", Prefix cache hit rate: {n()}%"):
+        if draw(st.booleans()):
+            line += part
+    cut = draw(st.integers(0, len(line)))
+    if draw(st.integers(0, 3)) == 0:
+        line = line[:cut] + draw(st.lists(st.sampled_from(_VLLM_PIECES), max_size=4).map("".join)) + line[cut:]
+    return line
+
+
+@needs_native
+@FAST
+@given(st.lists(st.one_of(_vllm_line(), st.lists(st.sampled_from(_VLLM_PIECES), max_size=24).map("".join)),
+                max_size=8), st.sampled_from([48, 48, 16, 0, 200]))
+def test_fields_batch_vllm_v1_equals_the_regexes(texts: list[str], chars: int) -> None:
+    from rlhealth.agents.signatures import _convert, _Extractor, convert_value
+    from rlhealth.rules.loader import load_rules
+
+    rule = next(r for r in load_rules().rules if r.id == "vllm.v1_stats")
+    ex = _Extractor(rule)
+    assert ex._batch is bytescan.fields_batch_vllm_v1  # the shipped rule takes the scanner
+    assert ex.regex is not None and ex.before is not None
+    args = (texts, ex.regex.search, ex.before.search, chars, ex._plan, _convert, convert_value, ex.defaults or None,
+            ex.defaults)
+    got, want = bytescan.fields_batch_vllm_v1(*args), bytescan.fields_batch_py(*args)
+    assert got == want and [list(d) for d in got] == [list(d) for d in want]

@@ -16,10 +16,10 @@ from operator import add
 from types import ModuleType
 from typing import Any
 
-__all__ = ["ANSI_PATTERN", "NATIVE", "count_newlines", "fields_batch", "fields_of", "line_starts", "native_function",
-           "strip_ansi_bytes",
-           "utf8_valid", "count_newlines_py", "fields_batch_py", "fields_of_py", "line_starts_py",
-           "strip_ansi_bytes_py", "utf8_valid_py"]
+__all__ = ["ANSI_PATTERN", "NATIVE", "VLLM_V1_BEFORE", "VLLM_V1_EXTRACT", "count_newlines", "fields_batch",
+           "fields_batch_vllm_v1", "fields_of", "line_starts", "native_function", "strip_ansi_bytes", "utf8_valid",
+           "count_newlines_py", "fields_batch_py", "fields_of_py", "line_starts_py", "strip_ansi_bytes_py",
+           "utf8_valid_py"]
 
 # CSI sequences (colours, cursor moves), OSC sequences (hyperlinks/titles) and two-byte escapes.
 # The ESC is factored out (a literal prefix the regex engine searches for) and the SGR colour shape
@@ -123,6 +123,19 @@ if os.environ.get("RLHEALTH_NATIVE", "1") != "0":
 NATIVE = _native is not None
 
 
+# The vLLM V1 stats rule's extract and extract_before (rules/packs/vllm.toml, vllm.v1_stats): the C helper
+# scans those lines by hand (fields_batch_vllm_v1, held equal to fields_batch_py in tests/test_bytescan.py);
+# a rule with any other pair goes through fields_batch.
+VLLM_V1_EXTRACT = (
+    r"Avg prompt throughput: (?P<prompt_tokens_per_s>[0-9.]+) tokens/s, Avg generation throughput: "
+    r"(?P<generation_tokens_per_s>[0-9.]+) tokens/s, Running: (?P<running>\d+) reqs, Waiting: (?P<waiting>\d+) reqs"
+    r"(?:, Deferred: (?P<deferred>\d+) reqs)?(?:, KV fetch: (?P<kv_fetch_waiting>\d+) waiting to start, "
+    r"(?P<kv_fetch_in_progress>\d+) in progress, (?P<kv_fetch_completed>\d+) completed waiting)?"
+    r"(?:, Preemptions: (?P<preemptions>\d+))?(?:, (?P<kv_device>[A-Z]+) KV cache usage: (?P<kv_cache_pct>[0-9.]+)%)?"
+    r"(?:, Prefix cache hit rate: (?P<prefix_cache_hit_pct>[0-9.]+)%)?")
+VLLM_V1_BEFORE = r"(?P<engine>Engine \d+|\d+ Engines Aggregated): "
+
+
 def native_function(name: str) -> Callable[..., Any] | None:
     """The C helper's function `name`, or None (RLHEALTH_NATIVE=0, no helper, or a stale build without it):
     for passes whose Python twin lives next to its caller."""
@@ -139,6 +152,8 @@ if _native is not None:
                          Callable[[str, str], object], dict[str, object] | None], dict[str, object]] = getattr(
         _native, "fields_of", fields_of_py)
     fields_batch: Callable[..., list[dict[str, object]]] = getattr(_native, "fields_batch", fields_batch_py)
+    fields_batch_vllm_v1: Callable[..., list[dict[str, object]]] = getattr(_native, "fields_batch_vllm_v1",
+                                                                           fields_batch)
 
     def line_starts(data: bytes, base: int) -> tuple[Sequence[int], int]:
         """(base + the start offset of every line of ``data.split(b"\\n")``, the longest line's
@@ -152,3 +167,4 @@ else:  # pragma: no cover
     line_starts = line_starts_py
     fields_of = fields_of_py
     fields_batch = fields_batch_py
+    fields_batch_vllm_v1 = fields_batch_py

@@ -28,7 +28,14 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from rlhealth.agents.bytescan import fields_batch, line_starts, strip_ansi_bytes
+from rlhealth.agents.bytescan import (
+    VLLM_V1_BEFORE,
+    VLLM_V1_EXTRACT,
+    fields_batch,
+    fields_batch_vllm_v1,
+    line_starts,
+    strip_ansi_bytes,
+)
 from rlhealth.agents.normalize import strip_ansi
 
 __all__ = [
@@ -218,7 +225,7 @@ EXTRACT_BEFORE_CHARS = 48
 
 
 class _Extractor:
-    __slots__ = ("regex", "before", "defaults", "_plan")
+    __slots__ = ("regex", "before", "defaults", "_plan", "_batch")
 
     def __init__(self, rule: Rule) -> None:
         src = rule.extract or ""
@@ -239,6 +246,9 @@ class _Extractor:
             elif self.before is not None and name in self.before.groupindex:
                 plan.append((name, n_main + self.before.groupindex[name] - 1, how))
         self._plan = tuple(plan)
+        # the vLLM V1 stats line (most matched lines of a busy inference log) has a hand scanner in C
+        self._batch = fields_batch_vllm_v1 if (src, rule.extract_before) == (VLLM_V1_EXTRACT, VLLM_V1_BEFORE) \
+            else fields_batch
 
     def __call__(self, text: str) -> dict[str, object]:
         return self.batch([text])[0]
@@ -248,7 +258,7 @@ class _Extractor:
         per line; the loop, the conversions and the dicts in C (`bytescan.fields_batch`)."""
         if self.regex is None:
             return [dict(self.defaults) for _ in texts]
-        return fields_batch(texts if type(texts) is list else list(texts), self.regex.search,
+        return self._batch(texts if type(texts) is list else list(texts), self.regex.search,
                             self.before.search if self.before is not None else None, EXTRACT_BEFORE_CHARS,
                             self._plan, _convert, convert_value, self.defaults or None, self.defaults)
 
