@@ -30,3 +30,6 @@ def peel_stamp_batch(texts: list[str], paren_memo: dict[str, tuple[object, int]]
 
 # (branch, end) of normalize._TS_START_RE.match(text, pos), or None
 def stamp_span(text: str, pos: int, /) -> tuple[int, int] | None: ...
+
+# sorted unique (line, rule) pairs of hyperscan's (end offset, rule) matches in a block (twin: bytescan.hit_lines_py)
+def hit_lines(raw: list[tuple[int, int]], block: bytes, /) -> list[tuple[int, int]]: ...

@@ -90,6 +90,7 @@ def test_native_extension_is_built_when_a_compiler_exists() -> None:
     assert bytescan.fields_batch is _fastlines.fields_batch, "rlhealth._fastlines is stale: rebuild it"
     assert bytescan.fields_batch_vllm_v1 is _fastlines.fields_batch_vllm_v1, "rlhealth._fastlines is stale: rebuild it"
     assert normalize._native_peel is _fastlines.peel_stamp_batch, "rlhealth._fastlines is stale: rebuild it"
+    assert bytescan.hit_lines is _fastlines.hit_lines, "rlhealth._fastlines is stale: rebuild it"
 
 
 # -- strip_ansi ------------------------------------------------------------------------------
@@ -613,3 +614,23 @@ def test_fields_batch_vllm_v1_equals_the_regexes(texts: list[str], chars: int) -
             ex.defaults)
     got, want = bytescan.fields_batch_vllm_v1(*args), bytescan.fields_batch_py(*args)
     assert got == want and [list(d) for d in got] == [list(d) for d in want]
+
+
+# -- hit_lines: (end offset, rule) matches of a block as (line, rule) pairs -------------------------------------
+
+@needs_native
+@FAST
+@given(st.binary(max_size=64).map(lambda b: b.replace(b"x", b"\n")), st.lists(st.tuples(st.integers(0, 64),
+       st.integers(0, 40)), max_size=30), st.booleans())
+@example(b"a\nb\n\nc", [(1, 3), (1, 2), (1, 3), (2, 0), (6, 1), (6, 1)], True)
+def test_hit_lines_native_equals_python(block: bytes, raw: list, ordered: bool) -> None:
+    from bisect import bisect_right
+
+    raw = [(min(to, len(block)), rid) for to, rid in raw]
+    if ordered:
+        raw.sort()
+    got, want = bytescan.hit_lines(raw, block), bytescan.hit_lines_py(raw, block)
+    assert got == want
+    assert got == sorted({(block.count(b"\n", 0, to), rid) for to, rid in raw})
+    starts, _ = bytescan.line_starts(block, 0)  # what the core used before on large blocks
+    assert got == sorted({(bisect_right(starts, to) - 1, rid) for to, rid in raw})

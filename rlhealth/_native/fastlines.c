@@ -54,6 +54,10 @@
  *       (normalize._stamp_of_rest); no start stamp and no 'T' or '-' in rest: None. Any other shape (a
  *       kubectl/CRI stamp, a "(" the memoised flat regex does not take) is slow(text). Twin:
  *       normalize.peel_and_stamp_batch_py.
+ *   hit_lines(raw: list, block: bytes) -> list[tuple[int, int]]
+ *       sorted({(block.count(b"\n", 0, end), rule) for end, rule in raw}) for `raw` sorted by end (hyperscan's
+ *       matches of a block of lines; each end within the block): one memchr walk, the rules of a line sorted
+ *       there. Twin: bytescan.hit_lines_py.
  *   stamp_span(text: str, pos: int) -> tuple[int, int] | None
  *       The branch (0 vLLM, 1 c10, 2 glog, 3 Ray, 4 ISO, 5 dmesg, 6 syslog) and end of
  *       normalize._TS_START_RE.match(text, pos), or None; what peel_stamp_batch finds (tested against the
@@ -975,6 +979,105 @@ fl_fields_batch_vllm_v1(PyObject *self, PyObject *args)
     return fields_batch_run(args, "O!OOnO!OOOO!:fields_batch_vllm_v1", vllm_v1_values);
 }
 
+/* ---- hit_lines: hyperscan's (end offset, rule) pairs of a block as sorted (line, rule) pairs ---------------- */
+
+static int
+cmp_long(const void *a, const void *b)
+{
+    long x = *(const long *)a, y = *(const long *)b;
+    return (x > y) - (x < y);
+}
+
+/* Append (line, rid) for the sorted unique rids[0:n] */
+static int
+emit_line(PyObject *out, Py_ssize_t line, long *rids, Py_ssize_t n)
+{
+    qsort(rids, (size_t)n, sizeof(long), cmp_long);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i > 0 && rids[i] == rids[i - 1])
+            continue;
+        PyObject *pair = Py_BuildValue("(nl)", line, rids[i]);
+        if (pair == NULL)
+            return -1;
+        int rc = PyList_Append(out, pair);
+        Py_DECREF(pair);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+fl_hit_lines(PyObject *self, PyObject *args)
+{
+    PyObject *raw;
+    Py_buffer buf;
+    if (!PyArg_ParseTuple(args, "O!y*:hit_lines", &PyList_Type, &raw, &buf))
+        return NULL;
+    const char *data = buf.buf;
+    Py_ssize_t size = buf.len, n = PyList_GET_SIZE(raw), cap = 16, nr = 0, pos = 0, line = 0, cur = -1;
+    int unsorted = 0;
+    long *rids = PyMem_Malloc((size_t)cap * sizeof(long));
+    PyObject *out = PyList_New(0);
+    if (rids == NULL || out == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(raw, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
+            PyErr_SetString(PyExc_TypeError, "hit_lines() raw items must be (end, rule) pairs");
+            goto fail;
+        }
+        Py_ssize_t to = PyLong_AsSsize_t(PyTuple_GET_ITEM(item, 0));
+        long rid = PyLong_AsLong(PyTuple_GET_ITEM(item, 1));
+        if (PyErr_Occurred())
+            goto fail;
+        if (to < 0 || to > size) {
+            PyErr_SetString(PyExc_ValueError, "hit_lines() end offset outside the block");
+            goto fail;
+        }
+        if (to < pos) { /* not sorted: count again from the start */
+            pos = 0;
+            line = 0;
+        }
+        line += newline_count(data + pos, to - pos);
+        pos = to;
+        if (line != cur) {
+            if (nr > 0 && emit_line(out, cur, rids, nr) < 0)
+                goto fail;
+            if (line < cur)
+                unsorted = 1; /* raw was not sorted by end: sort and dedupe the whole output at the end */
+            nr = 0;
+            cur = line;
+        }
+        if (nr == cap) {
+            long *grown = PyMem_Realloc(rids, (size_t)(cap *= 2) * sizeof(long));
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                goto fail;
+            }
+            rids = grown;
+        }
+        rids[nr++] = rid;
+    }
+    if (nr > 0 && emit_line(out, cur, rids, nr) < 0)
+        goto fail;
+    if (unsorted) {
+        PyObject *set = PySet_New(out);
+        Py_SETREF(out, set != NULL ? PySequence_List(set) : NULL);
+        Py_XDECREF(set);
+        if (out == NULL || PyList_Sort(out) < 0)
+            goto fail;
+    }
+    PyMem_Free(rids);
+    PyBuffer_Release(&buf);
+    return out;
+fail:
+    PyMem_Free(rids);
+    Py_XDECREF(out);
+    PyBuffer_Release(&buf);
+    return NULL;
+}
+
 static PyMethodDef fl_methods[] = {
     {"fields_of", fl_fields_of, METH_VARARGS, "The fields dict of a matched line from its groups (see the module doc)."},
     {"fields_batch_vllm_v1", fl_fields_batch_vllm_v1, METH_VARARGS,
@@ -982,6 +1085,7 @@ static PyMethodDef fl_methods[] = {
     {"fields_batch", fl_fields_batch, METH_VARARGS, "fields_of for every line a rule matched (see the module doc)."},
     {"peel_stamp_batch", fl_peel_stamp_batch, METH_VARARGS, "normalize.peel_and_stamp for a batch (see the module doc)."},
     {"stamp_span", fl_stamp_span, METH_VARARGS, "The branch and end of normalize's start-of-line stamp at pos, or None."},
+    {"hit_lines", fl_hit_lines, METH_VARARGS, "Sorted unique (line, rule) pairs of (end offset, rule) pairs (see the module doc)."},
     {"strip_ansi", fl_strip_ansi, METH_O, "Remove ANSI escape sequences from bytes (see the module doc)."},
     {"utf8_valid", fl_utf8_valid, METH_O, "Whether bytes are well-formed UTF-8 (as Python's strict decoder)."},
     {"count_newlines", fl_count_newlines, METH_O, "data.count(b'\\n'), with memchr."},

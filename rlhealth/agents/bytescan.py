@@ -17,9 +17,9 @@ from types import ModuleType
 from typing import Any
 
 __all__ = ["ANSI_PATTERN", "NATIVE", "VLLM_V1_BEFORE", "VLLM_V1_EXTRACT", "count_newlines", "fields_batch",
-           "fields_batch_vllm_v1", "fields_of", "line_starts", "native_function", "strip_ansi_bytes", "utf8_valid",
-           "count_newlines_py", "fields_batch_py", "fields_of_py", "line_starts_py", "strip_ansi_bytes_py",
-           "utf8_valid_py"]
+           "fields_batch_vllm_v1", "fields_of", "hit_lines", "line_starts", "native_function", "strip_ansi_bytes",
+           "utf8_valid", "count_newlines_py", "fields_batch_py", "fields_of_py", "hit_lines_py", "line_starts_py",
+           "strip_ansi_bytes_py", "utf8_valid_py"]
 
 # CSI sequences (colours, cursor moves), OSC sequences (hyperlinks/titles) and two-byte escapes.
 # The ESC is factored out (a literal prefix the regex engine searches for) and the SGR colour shape
@@ -123,6 +123,20 @@ if os.environ.get("RLHEALTH_NATIVE", "1") != "0":
 NATIVE = _native is not None
 
 
+def hit_lines_py(raw: list[tuple[int, int]], block: bytes) -> list[tuple[int, int]]:
+    """The sorted unique (line, rule) pairs of hyperscan's (end offset, rule) matches in a block of lines
+    (`raw` sorted by end offset: the newlines are counted incrementally)."""
+    hits: set[tuple[int, int]] = set()
+    line = pos = 0
+    for to, rid in raw:
+        if to < pos:
+            line = pos = 0
+        line += block.count(b"\n", pos, to)
+        pos = to
+        hits.add((line, rid))
+    return sorted(hits)
+
+
 # The vLLM V1 stats rule's extract and extract_before (rules/packs/vllm.toml, vllm.v1_stats): the C helper
 # scans those lines by hand (fields_batch_vllm_v1, held equal to fields_batch_py in tests/test_bytescan.py);
 # a rule with any other pair goes through fields_batch.
@@ -152,6 +166,8 @@ if _native is not None:
                          Callable[[str, str], object], dict[str, object] | None], dict[str, object]] = getattr(
         _native, "fields_of", fields_of_py)
     fields_batch: Callable[..., list[dict[str, object]]] = getattr(_native, "fields_batch", fields_batch_py)
+    hit_lines: Callable[[list[tuple[int, int]], bytes], list[tuple[int, int]]] = getattr(_native, "hit_lines",
+                                                                                       hit_lines_py)
     fields_batch_vllm_v1: Callable[..., list[dict[str, object]]] = getattr(_native, "fields_batch_vllm_v1",
                                                                            fields_batch)
 
@@ -168,3 +184,4 @@ else:  # pragma: no cover
     fields_of = fields_of_py
     fields_batch = fields_batch_py
     fields_batch_vllm_v1 = fields_batch_py
+    hit_lines = hit_lines_py

@@ -22,7 +22,6 @@ dropped (metric/progress/config/weight_sync matches are kept).
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -33,7 +32,7 @@ from rlhealth.agents.bytescan import (
     VLLM_V1_EXTRACT,
     fields_batch,
     fields_batch_vllm_v1,
-    line_starts,
+    hit_lines,
     strip_ansi_bytes,
 )
 from rlhealth.agents.normalize import strip_ansi
@@ -95,7 +94,6 @@ class LineMatch(msgspec.Struct, gc=False):
     text: str
 
 
-_BISECT_MIN_BYTES = 1 << 18
 # Batches whose hits a reader handed over and the core has not scanned yet: a capture merge holds one
 # batch per log file (up to 64 files for the probe's workers), a reader up to 20 before a first timestamp.
 _MAX_HANDED = 128
@@ -332,22 +330,8 @@ class Classifier:
         if not raw:
             return []
         raw.sort()
-        if len(buf) > _BISECT_MIN_BYTES:
-            # a large block (a reader's whole chunk): one memchr pass for the line starts, then a
-            # binary search per hit (bytes.count is a byte-at-a-time loop)
-            starts, _ = line_starts(buf, 0)
-            return sorted({(bisect_right(starts, to) - 1, rid) for to, rid in raw})
-        # map end offsets to line numbers incrementally (hits are rare: count newlines lazily)
-        hits: set[tuple[int, int]] = set()
-        line = 0
-        pos = 0
-        count = buf.count
-        for to, rid in raw:
-            if to > pos:
-                line += count(b"\n", pos, to)
-                pos = to
-            hits.add((line, rid))
-        return sorted(hits)
+        # the newlines before each end offset, counted in one walk (memchr in C)
+        return hit_lines(raw, buf)
 
     def _hits_re2(self, data: list[bytes]) -> list[tuple[int, int]]:
         if not self._rules:
