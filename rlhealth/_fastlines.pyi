@@ -1,4 +1,4 @@
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 # Types of the optional C helper built from rlhealth/_native/fastlines.c (for type checkers only).
 # Every function takes bytes only (no other buffer type); agents/bytescan.py holds the Python twins.
@@ -33,3 +33,7 @@ def stamp_span(text: str, pos: int, /) -> tuple[int, int] | None: ...
 
 # sorted unique (line, rule) pairs of hyperscan's (end offset, rule) matches in a block (twin: bytescan.hit_lines_py)
 def hit_lines(raw: list[tuple[int, int]], block: bytes, /) -> list[tuple[int, int]]: ...
+
+# Classifier.scan's kept hits: lines, rules, texts, positions by rule (twin: signatures.keep_hits_py)
+def keep_hits(hits: list[tuple[int, int]], lines: Sequence[str], benign: bytes, fault: bytes,
+              strip: Callable[[str], str], /) -> tuple[list[int], list[int], list[str], dict[int, list[int]]]: ...

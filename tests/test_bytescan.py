@@ -91,6 +91,8 @@ def test_native_extension_is_built_when_a_compiler_exists() -> None:
     assert bytescan.fields_batch_vllm_v1 is _fastlines.fields_batch_vllm_v1, "rlhealth._fastlines is stale: rebuild it"
     assert normalize._native_peel is _fastlines.peel_stamp_batch, "rlhealth._fastlines is stale: rebuild it"
     assert bytescan.hit_lines is _fastlines.hit_lines, "rlhealth._fastlines is stale: rebuild it"
+    from rlhealth.agents import signatures
+    assert signatures._keep_hits is _fastlines.keep_hits, "rlhealth._fastlines is stale: rebuild it"
 
 
 # -- strip_ansi ------------------------------------------------------------------------------
@@ -634,3 +636,21 @@ def test_hit_lines_native_equals_python(block: bytes, raw: list, ordered: bool) 
     assert got == sorted({(block.count(b"\n", 0, to), rid) for to, rid in raw})
     starts, _ = bytescan.line_starts(block, 0)  # what the core used before on large blocks
     assert got == sorted({(bisect_right(starts, to) - 1, rid) for to, rid in raw})
+
+
+# -- keep_hits: Classifier.scan's grouping of its hits ------------------------------------------------------------
+
+@needs_native
+@FAST
+@given(st.lists(st.sampled_from(["a", "\x1b[31mred\x1b[0m", "", "é\x1b[0m", "x y"]), min_size=1, max_size=8),
+       st.lists(st.tuples(st.integers(0, 7), st.integers(0, 5)), max_size=20),
+       st.lists(st.booleans(), min_size=6, max_size=6), st.lists(st.booleans(), min_size=6, max_size=6))
+def test_keep_hits_native_equals_python(lines: list[str], pairs: list, benign: list, fault: list) -> None:
+    from rlhealth.agents import signatures
+
+    hits = sorted({(line % len(lines), rid) for line, rid in pairs})
+    args = (hits, lines, bytes(benign), bytes(fault), normalize.strip_ansi)
+    got = bytescan.native_function("keep_hits")(*args)  # type: ignore[misc]
+    want = signatures.keep_hits_py(*args)
+    assert got == want and list(got[3]) == list(want[3])
+    assert all("\x1b" not in t for t in got[2])

@@ -58,6 +58,11 @@
  *       sorted({(block.count(b"\n", 0, end), rule) for end, rule in raw}) for `raw` sorted by end (hyperscan's
  *       matches of a block of lines; each end within the block): one memchr walk, the rules of a line sorted
  *       there. Twin: bytescan.hit_lines_py.
+ *   keep_hits(hits: list, lines, benign: bytes, fault: bytes, strip) -> tuple[list, list, list, dict]
+ *       Classifier.scan's grouping of its sorted (line, rule) hits: a line's hits are kept except its fault
+ *       rules when one of its rules is benign (benign[rule], fault[rule] nonzero); for the kept, in order, their
+ *       lines, their rules, their texts (strip(lines[line]), the line itself when it holds no ESC), and the
+ *       kept positions by rule (a dict in first-seen order). Twin: signatures.keep_hits_py.
  *   stamp_span(text: str, pos: int) -> tuple[int, int] | None
  *       The branch (0 vLLM, 1 c10, 2 glog, 3 Ray, 4 ISO, 5 dmesg, 6 syslog) and end of
  *       normalize._TS_START_RE.match(text, pos), or None; what peel_stamp_batch finds (tested against the
@@ -1078,6 +1083,107 @@ fail:
     return NULL;
 }
 
+/* ---- keep_hits: Classifier.scan's grouping of (line, rule) pairs ------------------------------------------- */
+
+static PyObject *
+fl_keep_hits(PyObject *self, PyObject *args)
+{
+    PyObject *hits, *lines, *strip;
+    Py_buffer benign, fault;
+    if (!PyArg_ParseTuple(args, "O!Oy*y*O:keep_hits", &PyList_Type, &hits, &lines, &benign, &fault, &strip))
+        return NULL;
+    PyObject *kl = PyList_New(0), *kr = PyList_New(0), *kt = PyList_New(0), *by_rule = PyDict_New();
+    PyObject *result = NULL, *text = NULL;
+    const unsigned char *ben = benign.buf, *flt = fault.buf;
+    Py_ssize_t n = PyList_GET_SIZE(hits), i = 0;
+    if (kl == NULL || kr == NULL || kt == NULL || by_rule == NULL)
+        goto done;
+    while (i < n) {
+        PyObject *first = PyList_GET_ITEM(hits, i);
+        if (!PyTuple_Check(first) || PyTuple_GET_SIZE(first) != 2) {
+            PyErr_SetString(PyExc_TypeError, "keep_hits() hits must be (line, rule) pairs");
+            goto done;
+        }
+        PyObject *lineobj = PyTuple_GET_ITEM(first, 0);
+        Py_ssize_t line = PyLong_AsSsize_t(lineobj);
+        if (line == -1 && PyErr_Occurred())
+            goto done;
+        Py_ssize_t j = i;
+        int has_benign = 0;
+        for (; j < n; j++) {
+            PyObject *h = PyList_GET_ITEM(hits, j);
+            if (!PyTuple_Check(h) || PyTuple_GET_SIZE(h) != 2) {
+                PyErr_SetString(PyExc_TypeError, "keep_hits() hits must be (line, rule) pairs");
+                goto done;
+            }
+            Py_ssize_t l = PyLong_AsSsize_t(PyTuple_GET_ITEM(h, 0));
+            if (l == -1 && PyErr_Occurred())
+                goto done;
+            if (l != line)
+                break;
+            Py_ssize_t rid = PyLong_AsSsize_t(PyTuple_GET_ITEM(h, 1));
+            if (rid < 0 || rid >= benign.len || rid >= fault.len) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_IndexError, "keep_hits() rule index out of range");
+                goto done;
+            }
+            if (ben[rid])
+                has_benign = 1;
+        }
+        PyObject *raw = PySequence_GetItem(lines, line);
+        if (raw == NULL)
+            goto done;
+        if (PyUnicode_Check(raw) && PyUnicode_FindChar(raw, 0x1b, 0, PyUnicode_GET_LENGTH(raw), 1) == -1) {
+            text = raw; /* strip_ansi's fast path: no ESC, the line itself */
+        } else {
+            text = PyObject_CallOneArg(strip, raw);
+            Py_DECREF(raw);
+            if (text == NULL)
+                goto done;
+        }
+        for (Py_ssize_t k = i; k < j; k++) {
+            PyObject *ridobj = PyTuple_GET_ITEM(PyList_GET_ITEM(hits, k), 1);
+            Py_ssize_t rid = PyLong_AsSsize_t(ridobj);
+            if (has_benign && flt[rid])
+                continue;
+            PyObject *pos = PyLong_FromSsize_t(PyList_GET_SIZE(kl));
+            if (pos == NULL)
+                goto done;
+            PyObject *ks = PyDict_GetItemWithError(by_rule, ridobj);
+            int rc;
+            if (ks != NULL) {
+                rc = PyList_Append(ks, pos);
+            } else if (PyErr_Occurred()) {
+                rc = -1;
+            } else {
+                PyObject *fresh = PyList_New(1);
+                if (fresh == NULL) {
+                    rc = -1;
+                } else {
+                    PyList_SET_ITEM(fresh, 0, Py_NewRef(pos));
+                    rc = PyDict_SetItem(by_rule, ridobj, fresh);
+                    Py_DECREF(fresh);
+                }
+            }
+            Py_DECREF(pos);
+            if (rc < 0 || PyList_Append(kl, lineobj) < 0 || PyList_Append(kr, ridobj) < 0 || PyList_Append(kt, text) < 0)
+                goto done;
+        }
+        Py_CLEAR(text);
+        i = j;
+    }
+    result = PyTuple_Pack(4, kl, kr, kt, by_rule);
+done:
+    Py_XDECREF(text);
+    Py_XDECREF(kl);
+    Py_XDECREF(kr);
+    Py_XDECREF(kt);
+    Py_XDECREF(by_rule);
+    PyBuffer_Release(&benign);
+    PyBuffer_Release(&fault);
+    return result;
+}
+
 static PyMethodDef fl_methods[] = {
     {"fields_of", fl_fields_of, METH_VARARGS, "The fields dict of a matched line from its groups (see the module doc)."},
     {"fields_batch_vllm_v1", fl_fields_batch_vllm_v1, METH_VARARGS,
@@ -1086,6 +1192,7 @@ static PyMethodDef fl_methods[] = {
     {"peel_stamp_batch", fl_peel_stamp_batch, METH_VARARGS, "normalize.peel_and_stamp for a batch (see the module doc)."},
     {"stamp_span", fl_stamp_span, METH_VARARGS, "The branch and end of normalize's start-of-line stamp at pos, or None."},
     {"hit_lines", fl_hit_lines, METH_VARARGS, "Sorted unique (line, rule) pairs of (end offset, rule) pairs (see the module doc)."},
+    {"keep_hits", fl_keep_hits, METH_VARARGS, "Classifier.scan's kept (line, rule, text) of sorted hits (see the module doc)."},
     {"strip_ansi", fl_strip_ansi, METH_O, "Remove ANSI escape sequences from bytes (see the module doc)."},
     {"utf8_valid", fl_utf8_valid, METH_O, "Whether bytes are well-formed UTF-8 (as Python's strict decoder)."},
     {"count_newlines", fl_count_newlines, METH_O, "data.count(b'\\n'), with memchr."},

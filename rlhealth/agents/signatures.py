@@ -22,7 +22,7 @@ dropped (metric/progress/config/weight_sync matches are kept).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import msgspec
@@ -33,6 +33,7 @@ from rlhealth.agents.bytescan import (
     fields_batch,
     fields_batch_vllm_v1,
     hit_lines,
+    native_function,
     strip_ansi_bytes,
 )
 from rlhealth.agents.normalize import strip_ansi
@@ -261,6 +262,46 @@ class _Extractor:
                             self._plan, _convert, convert_value, self.defaults or None, self.defaults)
 
 
+def keep_hits_py(hits: list[tuple[int, int]], lines: Sequence[str], benign: bytes, fault: bytes,
+                 strip: Callable[[str], str]) -> tuple[list[int], list[int], list[str], dict[int, list[int]]]:
+    """What `Classifier.scan` keeps of its sorted (line, rule) hits: a line's fault rules are dropped when one of
+    its rules is benign. The kept hits' lines, rules and texts (`strip` of the line), and their positions by rule
+    (first seen first). The C helper's `keep_hits` gives the same."""
+    kept_lines: list[int] = []
+    kept_rids: list[int] = []
+    texts: list[str] = []
+    by_rule: dict[int, list[int]] = {}
+    n = len(hits)
+    i = 0
+    while i < n:
+        line = hits[i][0]
+        j = i
+        has_benign = False
+        while j < n and hits[j][0] == line:
+            if benign[hits[j][1]]:
+                has_benign = True
+            j += 1
+        text = strip(lines[line])
+        for k in range(i, j):
+            rid = hits[k][1]
+            if has_benign and fault[rid]:
+                continue
+            ks = by_rule.get(rid)
+            if ks is None:
+                by_rule[rid] = [len(kept_lines)]
+            else:
+                ks.append(len(kept_lines))
+            kept_lines.append(line)
+            kept_rids.append(rid)
+            texts.append(text)
+        i = j
+    return kept_lines, kept_rids, texts, by_rule
+
+
+_keep_hits: Callable[..., tuple[list[int], list[int], list[str], dict[int, list[int]]]] = (
+    native_function("keep_hits") or keep_hits_py)
+
+
 class Classifier:
     """Compile once; ``scan`` a batch of lines; identical results on both engines."""
 
@@ -269,6 +310,7 @@ class Classifier:
         self._extract = [_Extractor(r) for r in self._rules]
         self._benign = [r.kind == "benign" for r in self._rules]
         self._fault = [r.kind in FAULT_KINDS for r in self._rules]
+        self._benign_b, self._fault_b = bytes(self._benign), bytes(self._fault)
         if engine is None:
             engine = "hyperscan" if hyperscan_available() else "re2"
         if engine == "hyperscan":
@@ -398,36 +440,11 @@ class Classifier:
         if not hits:
             return []
         rules = self._rules
-        benign = self._benign
-        fault = self._fault
-        kept: list[tuple[int, int, str]] = []
-        n = len(hits)
-        i = 0
-        while i < n:
-            line = hits[i][0]
-            j = i
-            has_benign = False
-            while j < n and hits[j][0] == line:
-                if benign[hits[j][1]]:
-                    has_benign = True
-                j += 1
-            text = strip_ansi(lines[line])
-            for k in range(i, j):
-                rid = hits[k][1]
-                if has_benign and fault[rid]:
-                    continue
-                kept.append((line, rid, text))
-            i = j
+        kept_lines, kept_rids, texts, by_rule = _keep_hits(hits, lines, self._benign_b, self._fault_b, strip_ansi)
         # fields: one extraction pass per rule over all the lines it matched
-        by_rule: dict[int, list[int]] = {}
-        for k, hit in enumerate(kept):
-            ks = by_rule.get(hit[1])
-            if ks is None:
-                by_rule[hit[1]] = [k]
-            else:
-                ks.append(k)
-        fields: list[dict[str, object]] = [{}] * len(kept)
+        fields: list[dict[str, object]] = [{}] * len(kept_lines)
         for rid, ks in by_rule.items():
-            for k, f in zip(ks, self._extract[rid].batch([kept[k][2] for k in ks])):
+            for k, f in zip(ks, self._extract[rid].batch([texts[k] for k in ks])):
                 fields[k] = f
-        return [LineMatch(line, rules[rid], f, text) for (line, rid, text), f in zip(kept, fields)]
+        return [LineMatch(line, rules[rid], f, text)
+                for line, rid, f, text in zip(kept_lines, kept_rids, fields, texts)]
