@@ -37,3 +37,6 @@ def hit_lines(raw: list[tuple[int, int]], block: bytes, /) -> list[tuple[int, in
 # Classifier.scan's kept hits: lines, rules, texts, positions by rule (twin: signatures.keep_hits_py)
 def keep_hits(hits: list[tuple[int, int]], lines: Sequence[str], benign: bytes, fault: bytes,
               strip: Callable[[str], str], /) -> tuple[list[int], list[int], list[str], dict[int, list[int]]]: ...
+
+# normalize.strip_ansi(s) for a str whose characters are all below U+0100, else None
+def strip_ansi_latin1(s: str, /) -> str | None: ...

@@ -642,7 +642,8 @@ def test_hit_lines_native_equals_python(block: bytes, raw: list, ordered: bool) 
 
 @needs_native
 @FAST
-@given(st.lists(st.sampled_from(["a", "\x1b[31mred\x1b[0m", "", "é\x1b[0m", "x y"]), min_size=1, max_size=8),
+@given(st.lists(st.sampled_from(["a", "\x1b[31mred\x1b[0m", "", "é\x1b[0m", "x y", "€\x1b[0m\x1b"]), min_size=1,
+                max_size=8),
        st.lists(st.tuples(st.integers(0, 7), st.integers(0, 5)), max_size=20),
        st.lists(st.booleans(), min_size=6, max_size=6), st.lists(st.booleans(), min_size=6, max_size=6))
 def test_keep_hits_native_equals_python(lines: list[str], pairs: list, benign: list, fault: list) -> None:
@@ -653,4 +654,19 @@ def test_keep_hits_native_equals_python(lines: list[str], pairs: list, benign: l
     got = bytescan.native_function("keep_hits")(*args)  # type: ignore[misc]
     want = signatures.keep_hits_py(*args)
     assert got == want and list(got[3]) == list(want[3])
-    assert all("\x1b" not in t for t in got[2])
+    assert got[2] == [normalize._ANSI_RE.sub("", lines[i]) for i in got[0]]
+
+
+@needs_native
+@FAST
+@given(st.one_of(utf8_text, st.lists(st.sampled_from([e.decode("latin-1") for e in _ESCAPES] + ["é", "ÿ", "\x85",
+                 "a", "\n", "\x07", "\\", "[", "]", "0", ";", "m", " ", "€"]), max_size=20).map("".join)))
+@example("\x1b]é\x07x")
+@example("\x1b[36m(A pid=1, ip=10.0.2.100)\x1b[0m INFO x")
+def test_strip_ansi_latin1_is_the_str_regex(s: str) -> None:
+    got = bytescan.native_function("strip_ansi_latin1")(s)  # type: ignore[misc]
+    if all(ord(c) < 0x100 for c in s):
+        assert got == normalize._ANSI_RE.sub("", s)
+        assert type(got) is str and (got.isascii() == all(ord(c) < 0x80 for c in got))  # a canonical str
+    else:
+        assert got is None

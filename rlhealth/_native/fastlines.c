@@ -61,8 +61,12 @@
  *   keep_hits(hits: list, lines, benign: bytes, fault: bytes, strip) -> tuple[list, list, list, dict]
  *       Classifier.scan's grouping of its sorted (line, rule) hits: a line's hits are kept except its fault
  *       rules when one of its rules is benign (benign[rule], fault[rule] nonzero); for the kept, in order, their
- *       lines, their rules, their texts (strip(lines[line]), the line itself when it holds no ESC), and the
+ *       lines, their rules, their texts (strip(lines[line]); the line itself when it holds no ESC, the
+ *       strip_ansi_latin1 pass when all its characters are below U+0100), and the
  *       kept positions by rule (a dict in first-seen order). Twin: signatures.keep_hits_py.
+ *   strip_ansi_latin1(s: str) -> str | None
+ *       normalize.strip_ansi(s) (the regex above on a str) when every character of s is below U+0100 (the
+ *       byte pass on its one-byte-per-character data), else None.
  *   stamp_span(text: str, pos: int) -> tuple[int, int] | None
  *       The branch (0 vLLM, 1 c10, 2 glog, 3 Ray, 4 ISO, 5 dmesg, 6 syslog) and end of
  *       normalize._TS_START_RE.match(text, pos), or None; what peel_stamp_batch finds (tested against the
@@ -128,6 +132,65 @@ escape_len(const unsigned char *p, Py_ssize_t avail)
     return 0;
 }
 
+/* The bytes of src[0:n] without its escape sequences into dst (n bytes of room), `esc` its first ESC: the
+ * length written. */
+static Py_ssize_t
+strip_into(const unsigned char *src, Py_ssize_t n, const unsigned char *esc, unsigned char *dst)
+{
+    Py_ssize_t w = 0, i = 0;
+    while (esc != NULL) {
+        Py_ssize_t e = esc - src;
+        memcpy(dst + w, src + i, (size_t)(e - i));
+        w += e - i;
+        Py_ssize_t len = escape_len(src + e, n - e);
+        if (len == 0) {
+            dst[w++] = 0x1B; /* not a sequence: keep the ESC, go on after it */
+            i = e + 1;
+        } else {
+            i = e + len;
+        }
+        esc = i < n ? memchr(src + i, 0x1B, (size_t)(n - i)) : NULL;
+    }
+    memcpy(dst + w, src + i, (size_t)(n - i));
+    return w + (n - i);
+}
+
+/* The same strip of a str whose characters are all below U+0100 (one byte each: the pattern's classes treat
+ * U+0080-U+00FF as the bytes 0x80-0xFF), a new reference; Py_NotImplemented for wider strs. */
+static PyObject *
+strip_ansi_latin1(PyObject *s)
+{
+    if (PyUnicode_KIND(s) != PyUnicode_1BYTE_KIND)
+        Py_RETURN_NOTIMPLEMENTED;
+    const unsigned char *src = PyUnicode_1BYTE_DATA(s);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    const unsigned char *esc = memchr(src, 0x1B, (size_t)n);
+    if (esc == NULL)
+        return Py_NewRef(s);
+    unsigned char *dst = PyMem_Malloc(n > 0 ? (size_t)n : 1);
+    if (dst == NULL)
+        return PyErr_NoMemory();
+    Py_ssize_t w = strip_into(src, n, esc, dst);
+    PyObject *out = PyUnicode_FromKindAndData(PyUnicode_1BYTE_KIND, dst, w);
+    PyMem_Free(dst);
+    return out;
+}
+
+static PyObject *
+fl_strip_ansi_latin1(PyObject *self, PyObject *arg)
+{
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "strip_ansi_latin1() argument must be str");
+        return NULL;
+    }
+    PyObject *r = strip_ansi_latin1(arg);
+    if (r == Py_NotImplemented) {
+        Py_DECREF(r);
+        Py_RETURN_NONE;
+    }
+    return r;
+}
+
 static PyObject *
 fl_strip_ansi(PyObject *self, PyObject *arg)
 {
@@ -144,23 +207,9 @@ fl_strip_ansi(PyObject *self, PyObject *arg)
     if (out == NULL)
         return NULL;
     unsigned char *dst = (unsigned char *)PyBytes_AS_STRING(out);
-    Py_ssize_t w = 0, i = 0;
+    Py_ssize_t w;
     Py_BEGIN_ALLOW_THREADS
-    while (esc != NULL) {
-        Py_ssize_t e = esc - src;
-        memcpy(dst + w, src + i, (size_t)(e - i));
-        w += e - i;
-        Py_ssize_t len = escape_len(src + e, n - e);
-        if (len == 0) {
-            dst[w++] = 0x1B; /* not a sequence: keep the ESC, go on after it */
-            i = e + 1;
-        } else {
-            i = e + len;
-        }
-        esc = i < n ? memchr(src + i, 0x1B, (size_t)(n - i)) : NULL;
-    }
-    memcpy(dst + w, src + i, (size_t)(n - i));
-    w += n - i;
+    w = strip_into(src, n, esc, dst);
     Py_END_ALLOW_THREADS
     if (_PyBytes_Resize(&out, w) < 0)
         return NULL;
@@ -1135,6 +1184,11 @@ fl_keep_hits(PyObject *self, PyObject *args)
             goto done;
         if (PyUnicode_Check(raw) && PyUnicode_FindChar(raw, 0x1b, 0, PyUnicode_GET_LENGTH(raw), 1) == -1) {
             text = raw; /* strip_ansi's fast path: no ESC, the line itself */
+        } else if (PyUnicode_Check(raw) && PyUnicode_KIND(raw) == PyUnicode_1BYTE_KIND) {
+            text = strip_ansi_latin1(raw);
+            Py_DECREF(raw);
+            if (text == NULL)
+                goto done;
         } else {
             text = PyObject_CallOneArg(strip, raw);
             Py_DECREF(raw);
@@ -1193,6 +1247,7 @@ static PyMethodDef fl_methods[] = {
     {"stamp_span", fl_stamp_span, METH_VARARGS, "The branch and end of normalize's start-of-line stamp at pos, or None."},
     {"hit_lines", fl_hit_lines, METH_VARARGS, "Sorted unique (line, rule) pairs of (end offset, rule) pairs (see the module doc)."},
     {"keep_hits", fl_keep_hits, METH_VARARGS, "Classifier.scan's kept (line, rule, text) of sorted hits (see the module doc)."},
+    {"strip_ansi_latin1", fl_strip_ansi_latin1, METH_O, "strip_ansi of a str below U+0100, else None (see the module doc)."},
     {"strip_ansi", fl_strip_ansi, METH_O, "Remove ANSI escape sequences from bytes (see the module doc)."},
     {"utf8_valid", fl_utf8_valid, METH_O, "Whether bytes are well-formed UTF-8 (as Python's strict decoder)."},
     {"count_newlines", fl_count_newlines, METH_O, "data.count(b'\\n'), with memchr."},
