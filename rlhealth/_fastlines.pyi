@@ -40,3 +40,6 @@ def keep_hits(hits: list[tuple[int, int]], lines: Sequence[str], benign: bytes, 
 
 # normalize.strip_ansi(s) for a str whose characters are all below U+0100, else None
 def strip_ansi_latin1(s: str, /) -> str | None: ...
+
+# fold_trainer._BARE_PAIR_RE.findall(text)
+def bare_pairs(text: str, /) -> list[tuple[str, str]]: ...

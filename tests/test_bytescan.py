@@ -93,6 +93,8 @@ def test_native_extension_is_built_when_a_compiler_exists() -> None:
     assert bytescan.hit_lines is _fastlines.hit_lines, "rlhealth._fastlines is stale: rebuild it"
     from rlhealth.agents import signatures
     assert signatures._keep_hits is _fastlines.keep_hits, "rlhealth._fastlines is stale: rebuild it"
+    from rlhealth.agents import fold_trainer
+    assert fold_trainer._bare_pairs is _fastlines.bare_pairs, "rlhealth._fastlines is stale: rebuild it"
 
 
 # -- strip_ansi ------------------------------------------------------------------------------
@@ -670,3 +672,22 @@ def test_strip_ansi_latin1_is_the_str_regex(s: str) -> None:
         assert type(got) is str and (got.isascii() == all(ord(c) < 0x80 for c in got))  # a canonical str
     else:
         assert got is None
+
+
+# -- bare_pairs: the unquoted "key: number" pairs of trainer metric lines ----------------------------------------
+
+_PAIR_PIECES = ["a", "A", "lm", " loss", "x_1", "/", ".", "-", ":", " : ", " ", "  ", "\t", "\n", "|", "{", "}", ",",
+                "1", "12", "1.", ".5", "e", "E", "e-5", "E+3", "nan", "NaN", "inf", "Infinity", "infinity", "- ",
+                "١", "é", "ß", "\u2003", "'", "step:1", " grad norm: 0.3 |", "(ms)", "Z9", " z"]
+
+
+@needs_native
+@FAST
+@given(st.lists(st.sampled_from(_PAIR_PIECES), max_size=24).map("".join))
+@example("step:132 - actor/pg_loss:0.0075 - actor/entropy:1.1009 - training/global_step:132")
+@example(" [2026-10-13 06:24:56] iteration 132/ 100000 | lm loss: 9.660751E-01 | grad norm: 0.362 |")
+@example("a:1 b:nan c: inf, d:-Infinity}")
+def test_bare_pairs_is_the_regex_findall(text: str) -> None:
+    from rlhealth.agents import fold_trainer
+
+    assert bytescan.native_function("bare_pairs")(text) == fold_trainer._BARE_PAIR_RE.findall(text)  # type: ignore[misc]

@@ -67,6 +67,10 @@
  *   strip_ansi_latin1(s: str) -> str | None
  *       normalize.strip_ansi(s) (the regex above on a str) when every character of s is below U+0100 (the
  *       byte pass on its one-byte-per-character data), else None.
+ *   bare_pairs(text: str) -> list[tuple[str, str]]
+ *       fold_trainer._BARE_PAIR_RE.findall(text) (the unquoted "key: number" pairs of verl and Megatron metric
+ *       lines), the regex's backtracking written out: its key words and number are greedy and no shorter
+ *       parse can meet its lookahead. Twin: the regex (tested against it on generated lines).
  *   stamp_span(text: str, pos: int) -> tuple[int, int] | None
  *       The branch (0 vLLM, 1 c10, 2 glog, 3 Ray, 4 ISO, 5 dmesg, 6 syslog) and end of
  *       normalize._TS_START_RE.match(text, pos), or None; what peel_stamp_batch finds (tested against the
@@ -1238,6 +1242,151 @@ done:
     return result;
 }
 
+/* ---- bare_pairs: fold_trainer._BARE_PAIR_RE.findall, written out ------------------------------------------- */
+
+static inline int
+is_word_ch(Py_UCS4 c)
+{
+    return c == '_' || Py_UNICODE_ISALNUM(c);
+}
+
+/* [\w/.\-]* from k: its end */
+static Py_ssize_t
+key_tail(const utext *u, Py_ssize_t k)
+{
+    for (Py_UCS4 c; k < u->n && (is_word_ch(c = ch(u, k)) || c == '/' || c == '.' || c == '-');)
+        k++;
+    return k;
+}
+
+static Py_ssize_t
+skip_space(const utext *u, Py_ssize_t k)
+{
+    while (k < u->n && Py_UNICODE_ISSPACE(ch(u, k)))
+        k++;
+    return k;
+}
+
+/* The value -?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+)|-?(?:nan|NaN|inf|Infinity) at v, greedy: its end or -1. A
+ * shorter parse would leave a digit, '.', 'e', 'E' or a sign next, where the lookahead never holds. */
+static Py_ssize_t
+pair_value(const utext *u, Py_ssize_t v)
+{
+    Py_ssize_t k = v;
+    if (ch(u, k) == '-')
+        k++;
+    if (is_dec(u, k)) {
+        while (is_dec(u, k))
+            k++;
+        if (ch(u, k) == '.' && k < u->n)
+            k++;
+        while (is_dec(u, k))
+            k++;
+        Py_UCS4 e = ch(u, k);
+        if (e == 'e' || e == 'E') {
+            Py_ssize_t x = k + 1;
+            if (ch(u, x) == '+' || ch(u, x) == '-')
+                x++;
+            if (is_dec(u, x)) {
+                while (is_dec(u, x))
+                    x++;
+                k = x;
+            }
+        }
+        return k;
+    }
+    if (ch(u, k) == '.' && is_dec(u, k + 1)) {
+        k++;
+        while (is_dec(u, k))
+            k++;
+        return k;
+    }
+    Py_ssize_t e;
+    if ((e = lit(u, k, "nan")) >= 0 || (e = lit(u, k, "NaN")) >= 0 || (e = lit(u, k, "inf")) >= 0
+            || (e = lit(u, k, "Infinity")) >= 0)
+        return e;
+    return -1;
+}
+
+/* (?=\s*(?:\||-\s|,|\}|$)) at k */
+static int
+pair_end_ok(const utext *u, Py_ssize_t k)
+{
+    k = skip_space(u, k);
+    if (at_end(u, k))
+        return 1;
+    Py_UCS4 c = ch(u, k);
+    return c == '|' || c == ',' || c == '}' || (c == '-' && k + 1 < u->n && Py_UNICODE_ISSPACE(ch(u, k + 1)));
+}
+
+/* The pair whose key starts at q: its match end (key and value spans in ks/ke/vs/ve), or -1. */
+static Py_ssize_t
+pair_at(const utext *u, Py_ssize_t q, Py_ssize_t *ks, Py_ssize_t *ke, Py_ssize_t *vs, Py_ssize_t *ve)
+{
+    Py_UCS4 c = ch(u, q);
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')) || q >= u->n)
+        return -1;
+    Py_ssize_t k1 = key_tail(u, q + 1), key_end = -1, colon = -1;
+    /* (?: [a-z][\w/.\-]*)? taken when \s*: follows it; else \s*: right after the first word */
+    Py_UCS4 c2 = ch(u, k1 + 1);
+    if (ch(u, k1) == ' ' && c2 >= 'a' && c2 <= 'z') {
+        Py_ssize_t k2 = key_tail(u, k1 + 2), sp = skip_space(u, k2);
+        if (ch(u, sp) == ':' && sp < u->n)
+            key_end = k2, colon = sp;
+    }
+    if (key_end < 0) {
+        Py_ssize_t sp = skip_space(u, k1);
+        if (ch(u, sp) == ':' && sp < u->n)
+            key_end = k1, colon = sp;
+    }
+    if (key_end < 0)
+        return -1;
+    Py_ssize_t v = skip_space(u, colon + 1), e = pair_value(u, v);
+    if (e < 0 || !pair_end_ok(u, e))
+        return -1;
+    *ks = q, *ke = key_end, *vs = v, *ve = e;
+    return e;
+}
+
+static PyObject *
+fl_bare_pairs(PyObject *self, PyObject *arg)
+{
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "bare_pairs() argument must be str");
+        return NULL;
+    }
+    utext u = {PyUnicode_KIND(arg), PyUnicode_DATA(arg), PyUnicode_GET_LENGTH(arg)};
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    Py_ssize_t pos = 0, ks, ke, vs, ve, end;
+    while (pos < u.n) {
+        /* (?:^|[\s|{,]) then the pair: ^ only at 0 (tried first), else one separator character */
+        end = pos == 0 ? pair_at(&u, 0, &ks, &ke, &vs, &ve) : -1;
+        if (end < 0) {
+            Py_UCS4 c = ch(&u, pos);
+            if (c == '|' || c == '{' || c == ',' || Py_UNICODE_ISSPACE(c))
+                end = pair_at(&u, pos + 1, &ks, &ke, &vs, &ve);
+        }
+        if (end < 0) {
+            pos++;
+            continue;
+        }
+        PyObject *key = PyUnicode_Substring(arg, ks, ke), *value = PyUnicode_Substring(arg, vs, ve);
+        PyObject *pair = key != NULL && value != NULL ? PyTuple_Pack(2, key, value) : NULL;
+        Py_XDECREF(key);
+        Py_XDECREF(value);
+        if (pair == NULL || PyList_Append(out, pair) < 0) {
+            Py_XDECREF(pair);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(pair);
+        pos = end;
+    }
+    return out;
+}
+
 static PyMethodDef fl_methods[] = {
     {"fields_of", fl_fields_of, METH_VARARGS, "The fields dict of a matched line from its groups (see the module doc)."},
     {"fields_batch_vllm_v1", fl_fields_batch_vllm_v1, METH_VARARGS,
@@ -1248,6 +1397,7 @@ static PyMethodDef fl_methods[] = {
     {"hit_lines", fl_hit_lines, METH_VARARGS, "Sorted unique (line, rule) pairs of (end offset, rule) pairs (see the module doc)."},
     {"keep_hits", fl_keep_hits, METH_VARARGS, "Classifier.scan's kept (line, rule, text) of sorted hits (see the module doc)."},
     {"strip_ansi_latin1", fl_strip_ansi_latin1, METH_O, "strip_ansi of a str below U+0100, else None (see the module doc)."},
+    {"bare_pairs", fl_bare_pairs, METH_O, "fold_trainer._BARE_PAIR_RE.findall(text) (see the module doc)."},
     {"strip_ansi", fl_strip_ansi, METH_O, "Remove ANSI escape sequences from bytes (see the module doc)."},
     {"utf8_valid", fl_utf8_valid, METH_O, "Whether bytes are well-formed UTF-8 (as Python's strict decoder)."},
     {"count_newlines", fl_count_newlines, METH_O, "data.count(b'\\n'), with memchr."},

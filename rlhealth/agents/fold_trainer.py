@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 
 from rlhealth.agents import roles, training_time
+from rlhealth.agents.bytescan import native_function
 from rlhealth.agents.fold_common import as_int, to_float, touch_role
 from rlhealth.agents.state import (
     MAX_METRIC_HISTORY,
@@ -66,6 +68,10 @@ _BARE_PAIR_RE = re.compile(r"(?:^|[\s|{,])([A-Za-z][\w/.\-]*(?: [a-z][\w/.\-]*)?
                            r"(-?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+)|-?(?:nan|NaN|inf|Infinity))(?=\s*(?:\||-\s|,|\}|$))")
 
 
+# findall of it, written out in C when the helper is built (tests/test_bytescan.py holds the two equal)
+_bare_pairs: Callable[[str], list[tuple[str, str]]] = native_function("bare_pairs") or _BARE_PAIR_RE.findall
+
+
 _METRIC_PAIR_RE = re.compile(r"""['"]([\w/.\-]+)['"]\s*:\s*"""
                              r"(-?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+)|-?(?:nan|NaN|inf|Infinity))")
 
@@ -104,7 +110,7 @@ def _trainer_metrics(state: JobHealth, f: dict, ts: float | None, ev: Ev) -> Non
     raw = f.get("metrics")
     step = as_int(f.get("step"))
     # quoted pairs need a quote: verl's and Megatron's lines skip that search (a substring test is ~free)
-    pairs = (("'" in raw or '"' in raw) and _METRIC_PAIR_RE.findall(raw) or _BARE_PAIR_RE.findall(raw)) \
+    pairs = (("'" in raw or '"' in raw) and _METRIC_PAIR_RE.findall(raw) or _bare_pairs(raw)) \
         if isinstance(raw, str) else []
     if step is not None and ts is not None:
         tr = state.trainer
