@@ -164,6 +164,8 @@ strip_into(const unsigned char *src, Py_ssize_t n, const unsigned char *esc, uns
 static PyObject *
 strip_ansi_latin1(PyObject *s)
 {
+    if (PyUnicode_READY(s) < 0)
+        return NULL;
     if (PyUnicode_KIND(s) != PyUnicode_1BYTE_KIND)
         Py_RETURN_NOTIMPLEMENTED;
     const unsigned char *src = PyUnicode_1BYTE_DATA(s);
@@ -679,6 +681,8 @@ fl_stamp_span(PyObject *self, PyObject *args)
     Py_ssize_t pos, end = 0;
     if (!PyArg_ParseTuple(args, "Un:stamp_span", &text, &pos))
         return NULL;
+    if (PyUnicode_READY(text) < 0)
+        return NULL;
     utext u = {PyUnicode_KIND(text), PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text)};
     if (pos < 0 || pos > u.n) {
         PyErr_SetString(PyExc_ValueError, "stamp_span() pos out of range");
@@ -719,6 +723,8 @@ memo_get(PyObject *memo, PyObject *key, PyObject *fn, PyObject *arg, int store)
 static PyObject *
 peel_one(PyObject *text, const peel_ctx *ctx)
 {
+    if (PyUnicode_READY(text) < 0)
+        return NULL;
     utext u = {PyUnicode_KIND(text), PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text)};
     PyObject *pre[MAX_PEELED];
     int np = 0;
@@ -947,6 +953,8 @@ vllm_v1_values(PyObject *text, Py_ssize_t before_chars)
 {
     static PyObject *needle = NULL;
     if (needle == NULL && (needle = PyUnicode_InternFromString("Avg prompt throughput: ")) == NULL)
+        return NULL;
+    if (PyUnicode_READY(text) < 0)
         return NULL;
     utext u = {PyUnicode_KIND(text), PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text)};
     Py_ssize_t start = PyUnicode_Find(text, needle, 0, u.n, 1);
@@ -1355,6 +1363,8 @@ fl_bare_pairs(PyObject *self, PyObject *arg)
         PyErr_SetString(PyExc_TypeError, "bare_pairs() argument must be str");
         return NULL;
     }
+    if (PyUnicode_READY(arg) < 0)
+        return NULL;
     utext u = {PyUnicode_KIND(arg), PyUnicode_DATA(arg), PyUnicode_GET_LENGTH(arg)};
     PyObject *out = PyList_New(0);
     if (out == NULL)
