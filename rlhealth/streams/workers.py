@@ -76,7 +76,7 @@ from rlhealth.streams.delivery import Stall, await_batches, track_topics
 from rlhealth.streams.intake import RawBytes, install_lean_delivery
 from rlhealth.streams.judging import JudgingPass, _Fresh
 from rlhealth.streams.priority import JudgingPriority
-from rlhealth.streams.tables import BookFacts, Tables, make_tables
+from rlhealth.streams.tables import BookFacts, Tables, compact, make_tables
 
 log = logging.getLogger("rlhealth.worker")
 
@@ -468,7 +468,7 @@ class StreamWorker(JudgingPass):
                 if key in table:
                     del table[key]
             else:
-                table[key] = state.to_bytes()
+                table[key] = compact(state.to_bytes())  # kept as long as the job lives: no slack
         if self._news:
             self._dirty |= self._news
             self._news = set()
