@@ -101,10 +101,15 @@ class Clock:
         return self.t
 
 
+try:
+    from rlhealth.streams.state_cache import DecodedStates
+except ImportError:  # older code
+    DecodedStates = None  # type: ignore[assignment,misc]
+
 SKIPS = hasattr(StreamWorker, "_still_fresh")  # False on code from before the worker skipped unchanged jobs
 
 
-def offline_worker(core: Any, clock: Clock, skip: bool = True) -> StreamWorker:
+def offline_worker(core: Any, clock: Clock, skip: bool = True, state_cache: int = 3000) -> StreamWorker:
     """A StreamWorker without its faust app: only what `_judge_locked` touches."""
     w = StreamWorker.__new__(StreamWorker)
     w.settings = WorkerSettings(bootstrap="offline", catalog=None)  # type: ignore[arg-type]
@@ -120,6 +125,8 @@ def offline_worker(core: Any, clock: Clock, skip: bool = True) -> StreamWorker:
     w._news = set()  # type: ignore[attr-defined]  # (code since session 6: jobs with news not written back yet)
     if SKIPS:
         w._fresh, w._rejudged, w._writes, w._waited = {}, 0, {}, 0.0  # type: ignore[attr-defined]
+    if DecodedStates is not None:  # code since session 7: decoded states kept after the write
+        w._decoded = DecodedStates(state_cache)  # type: ignore[attr-defined]
     return w
 
 
@@ -127,7 +134,7 @@ def fold(w: StreamWorker, jobs: list[str], t: datetime, step: int, first: bool) 
     table = w.tables.job_health
     for job in jobs:
         key = job_key(job)
-        state = w._load(key, job)
+        state = w._load(key, job, take=True) if DecodedStates is not None else w._load(key, job)
         for ev in job_events(job, t, step, first):
             state, _ = w.core.step(state, ev, t)
         w._write_back({key: state})  # as the agent writes it (and so judged again)
@@ -145,6 +152,8 @@ def main() -> int:
     ap.add_argument("--profile", help="write a cProfile of the ticks after the first here")
     ap.add_argument("--dump", help="write every published verdict here (one JSON a line) at a fixed start time, "
                                    "to compare two versions of the code")
+    ap.add_argument("--state-cache", type=int, default=3000,
+                    help="decoded states kept after the write (RLHEALTH_STATE_CACHE_JOBS), where the code has it")
     ap.add_argument("--trace-memory", action="store_true", help="also report tracemalloc's count (held_mb)")
     ap.add_argument("--against", help="a base checkout: run this bench on it and on this checkout, alternating")
     ap.add_argument("--rounds", type=int, default=2, help="with --against: runs of each")
@@ -159,7 +168,7 @@ def main() -> int:
     core = build_core()
     t = datetime(2026, 6, 1, 12, 0, tzinfo=UTC) if args.dump else datetime.now(UTC).replace(microsecond=0)
     clock = Clock(t)
-    w = offline_worker(core, clock, skip=not args.no_skip)
+    w = offline_worker(core, clock, skip=not args.no_skip, state_cache=args.state_cache)
     if args.dump:
         w.verdict_topic.log = []  # type: ignore[attr-defined]
     jobs = [f"scale-{i:05d}" for i in range(args.jobs)]

@@ -398,6 +398,12 @@ class Exporter(JobExporter):
             "rlhealth_intake_held_seconds",
             "Seconds the event intake has waited, since start, for judgement passes to end before folding "
             "a buffer (judging has priority; Kafka holds the records).", registry=r)
+        self.state_cache_hits = Gauge(
+            "rlhealth_state_cache_hits",
+            "Job states taken decoded from the worker's cache of states it just wrote, since start "
+            "(rlhealth/streams/state_cache.py); the misses were decoded from the table.", registry=r)
+        self.state_cache_misses = Gauge("rlhealth_state_cache_misses",
+                                        "Job states decoded from the table's bytes since start.", registry=r)
         self.jobs_rejudged = Gauge("rlhealth_jobs_rejudged",
                                    "Jobs the last tick ran the core on; the others' state was unchanged and their "
                                    "judgement could not change yet (docs/verdicts.md).", registry=r)
