@@ -295,11 +295,21 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
               f"passes_over_tick={n_over}/{n_passes} fold_round_max_s={max(fold_rounds):.1f} "
               f"rounds_not_folded={unfolded}/{len(fold_rounds)} "
               f"judgements_per_job_round={(m1.get('rlhealth_jobs_judged_total', float('nan')) - judged0) / len(jobs) / args.ticks:.2f} "
-              f"intake_held_s={held:.1f} counted={counted} "
+              f"intake_held_s={held:.1f} counted={counted} {cache_hits(m0, m1)}"
               f"load={' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         return 0
     finally:
         stop_worker_and_topics(worker, bootstrap, catalog.prefix)
+
+
+def cache_hits(m0: dict[str, float], m1: dict[str, float]) -> str:
+    """`state_cache_hit_ratio=` over the rounds: the share of state loads (fold and judging) served from
+    the worker's cache of decoded states (empty against a worker without one)."""
+    if "rlhealth_state_cache_hits" not in m1:
+        return ""
+    hits = m1["rlhealth_state_cache_hits"] - m0.get("rlhealth_state_cache_hits", 0.0)
+    misses = m1.get("rlhealth_state_cache_misses", 0.0) - m0.get("rlhealth_state_cache_misses", 0.0)
+    return f"state_cache_hit_ratio={hits / max(hits + misses, 1.0):.2f} "
 
 
 if __name__ == "__main__":

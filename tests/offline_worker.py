@@ -12,6 +12,7 @@ from typing import Any
 
 from rlhealth.sinks.prometheus import Exporter
 from rlhealth.streams.priority import JudgingPriority
+from rlhealth.streams.state_cache import DecodedStates
 from rlhealth.streams.workers import StreamWorker, WorkerSettings, _Tally
 
 
@@ -49,4 +50,5 @@ def offline_worker(core: Any, clock: list[datetime], **settings: Any) -> StreamW
     w._tally, w._dead_partitions, w._news = _Tally(), {}, set()
     w._fresh, w._rejudged, w._writes, w._waited = {}, 0, {}, 0.0
     w._busy, w._judge_all_max = 0.0, 0.0
+    w._decoded = DecodedStates(3000)
     return w

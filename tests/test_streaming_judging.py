@@ -213,3 +213,54 @@ def test_a_bad_record_becomes_dead_letter_bytes_keyed_like_the_partitioner_and_i
     assert registry.get_sample_value("rlhealth_events_dead_lettered_total",
                                      {"kind": "log_batch", "reason": "not_an_object"}) == 5.0
     assert registry.get_sample_value("rlhealth_events_failed_total", {"kind": "log_batch"}) == 6.0
+
+
+def _verdict(tag: str) -> Verdict:
+    return ScriptedCore().judge(State("steady", 0), T0 + timedelta(seconds=len(tag)))
+
+
+def test_a_book_holds_its_shown_verdict_once_and_reads_books_that_hold_it_twice() -> None:
+    """A book's last published verdict is usually also the hysteresis' `shown`: written once since
+    session 7 (half the bytes per job in the table and its changelog); books written before, with the
+    verdict twice, still read to the same book."""
+    import orjson
+
+    from rlhealth.agents.stability import Stability
+
+    last, other = _verdict("a"), _verdict("bb")
+    for shown, pending in ((last, None), (other, ("KILL", True)), (None, None)):
+        book = VerdictBook(seq=7, published_at=12.5, last=last,
+                           stability=Stability(shown=shown, pending_call=pending,
+                                               pending_since=T0 if pending else None))
+        data = book.to_bytes()
+        obj = orjson.loads(data)
+        assert data.count(b'"reasoning"') == (2 if shown is other else 1)
+        # the older layout: the shown verdict written out in full
+        old = orjson.dumps({**obj, "stability": book.stability.to_dict()})
+        for raw in (data, old):
+            back = VerdictBook.from_bytes(raw)
+            assert (back.seq, back.published_at, back.last) == (7, 12.5, last)
+            assert back.stability == book.stability
+            assert (back.stability.shown is back.last) == (shown is last)
+        assert len(data) < len(old) or shown is not last
+    empty = VerdictBook()
+    assert VerdictBook.from_bytes(empty.to_bytes()) == empty
+
+
+def test_table_values_are_kept_in_exact_size_buffers() -> None:
+    """orjson and msgspec return bytes with slack behind them (a 13 kB book in a 32 kB block); a
+    table value lives as long as its job, so the worker keeps an exact-size copy."""
+    import tracemalloc
+
+    from rlhealth.streams.tables import compact
+
+    book = VerdictBook(seq=1, published_at=1.0, last=_verdict("a"))
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = [book.to_bytes() for _ in range(50)]
+        per = (tracemalloc.get_traced_memory()[0] - before) / 50
+    finally:
+        tracemalloc.stop()
+    assert per < len(kept[0]) + 256, (per, len(kept[0]))
+    assert compact(kept[0]) == kept[0]

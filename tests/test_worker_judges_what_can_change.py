@@ -3,7 +3,9 @@ docs/verdicts.md "Judging only what can change"): on every scenario capture, fed
 tick body as its events come due and then through seven hours of silence, it publishes exactly the
 verdicts (bytes, seq, times), metric points and verdict books that judging every job at every tick
 publishes, and exports the same calls, statuses and counters; only the series that grow with time
-(staleness, verdict time, training time) may lag by up to a metric-point interval."""
+(staleness, verdict time, training time) may lag by up to a metric-point interval. The skipping worker
+also folds and judges from its cache of decoded states (`streams/state_cache.py`), the reference
+decodes every state from the table."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import pytest
 
 from rlhealth.schemas import job_key
 from rlhealth.sinks.prometheus import _JOB_FAMILIES
+from rlhealth.streams.state_cache import DecodedStates
 from rlhealth.streams.workers import StreamWorker
 from tests.offline_worker import offline_worker as make_worker
 from tests.scenario_support import ROOT, scenario_dirs, shared_dir
@@ -28,8 +31,10 @@ GROWING = {"rlhealth_job_log_staleness_seconds", "rlhealth_job_verdict_timestamp
 STEADY = {i for i, f in enumerate(_JOB_FAMILIES) if f[0] not in GROWING}
 
 
-def offline_worker(core, clock: list[datetime], skip: bool) -> StreamWorker:
-    return make_worker(core, clock, skip_unchanged=skip)
+def offline_worker(core, clock: list[datetime], skip: bool, cache: int = 3000) -> StreamWorker:
+    w = make_worker(core, clock, skip_unchanged=skip)
+    w._decoded = DecodedStates(cache)
+    return w
 
 
 def ticks(first: float, last: float) -> list[float]:
@@ -41,21 +46,21 @@ def ticks(first: float, last: float) -> list[float]:
     return out
 
 
-def run(core, capture, skip: bool):
+def run(core, capture, skip: bool, cache: int):
     from rlhealth.sources.capture import open_capture
 
     cap = open_capture(capture, batch_lines=200)
     events = list(cap.events())
     stamps = [e.event_time.timestamp() for e in events]
     clock = [datetime.fromtimestamp(min(stamps), UTC)]
-    w = offline_worker(core, clock, skip)
+    w = offline_worker(core, clock, skip, cache)
     key, job = job_key(cap.info.job_id), cap.info.job_id
     w.tables.job_health.key_partitions = {key: 0}
     exported, judged, i = [], 0, 0
     for t in ticks(min(stamps), max(stamps)):
         clock[0] = datetime.fromtimestamp(t, UTC)
         if i < len(events) and stamps[i] <= t:
-            state = w._load(key, job)
+            state = w._load(key, job, take=True)  # as the fold loads it
             while i < len(events) and stamps[i] <= t:
                 state, _ = core.step(state, events[i], clock[0])
                 i += 1
@@ -65,6 +70,7 @@ def run(core, capture, skip: bool):
         judged += w._rejudged
         rows = w.exporter.jobs._jobs.get(job)
         exported.append(None if rows is None else [r for r in rows.rows if r[0] in STEADY])
+    assert (w._decoded.hits > 0) == bool(cache), w._decoded.hits  # the cache was used (judging: every time)
     return w.verdict_topic.sent, w.metrics_topic.sent, dict(w.tables.verdicts), exported, judged
 
 
@@ -79,8 +85,8 @@ def core():
 @pytest.mark.skipif(not CAPTURES, reason="no scenario captures")
 @pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: p.parent.name)
 def test_skipping_publishes_what_judging_every_tick_publishes(core, capture) -> None:
-    every = run(core, capture, skip=False)
-    lean = run(core, capture, skip=True)
+    every = run(core, capture, skip=False, cache=0)
+    lean = run(core, capture, skip=True, cache=3000)
     assert lean[0] == every[0]  # verdicts: same bytes, same order
     assert lean[1] == every[1]  # metric points
     assert lean[2] == every[2]  # verdict books
@@ -104,7 +110,7 @@ def test_a_changed_state_or_book_is_judged_again(core) -> None:
     w = offline_worker(core, clock, skip=True)
     key, job = job_key(cap.info.job_id), cap.info.job_id
     w.tables.job_health.key_partitions = {key: 0}
-    state = w._load(key, job)
+    state = w._load(key, job, take=True)
     for ev in events:
         state, _ = core.step(state, ev, t0)
     w._write_back({key: state})

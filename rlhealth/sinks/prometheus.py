@@ -36,6 +36,7 @@ absent series and a zero mean different things to an alert.
 from __future__ import annotations
 
 import threading
+from array import array
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any
@@ -235,14 +236,32 @@ def render_rows(job_id: str, rows: list[_Row]) -> tuple[str, ...]:
 _ESCAPED_EXTRA: dict[str, str] = {}
 
 
-class _Job:
-    """What the collector holds per job: its samples (for `collect`) and their text (for `render`)."""
+# Row layouts ((family index, extra label) of each sample) shared by the jobs that have them: most jobs
+# export the same series. Bounded: past this many distinct layouts a job keeps its own.
+_LAYOUTS: dict[tuple[tuple[int, str | None], ...], tuple[tuple[int, str | None], ...]] = {}
+_MAX_LAYOUTS = 4096
 
-    __slots__ = ("rows", "text")
+
+class _Job:
+    """What the collector holds per job: its samples (for `collect`) and their text (for `render`).
+
+    The samples are kept as a shared layout and an array of doubles (exact: a float is a double),
+    ~0.4 kB a job instead of ~3 kB of tuples and float objects (10,000 jobs: ~25 MB of the worker)."""
+
+    __slots__ = ("layout", "text", "values")
 
     def __init__(self, rows: list[_Row], text: tuple[str, ...]) -> None:
-        self.rows = rows
+        layout = tuple((i, extra) for i, extra, _ in rows)
+        shared = _LAYOUTS.get(layout)
+        if shared is None and len(_LAYOUTS) < _MAX_LAYOUTS:
+            shared = _LAYOUTS[layout] = layout
+        self.layout = shared if shared is not None else layout
+        self.values = array("d", [v for _, _, v in rows])
         self.text = text
+
+    @property
+    def rows(self) -> list[_Row]:
+        return [(i, extra, v) for (i, extra), v in zip(self.layout, self.values, strict=True)]
 
 
 class JobCollector(Collector):
@@ -398,6 +417,12 @@ class Exporter(JobExporter):
             "rlhealth_intake_held_seconds",
             "Seconds the event intake has waited, since start, for judgement passes to end before folding "
             "a buffer (judging has priority; Kafka holds the records).", registry=r)
+        self.state_cache_hits = Gauge(
+            "rlhealth_state_cache_hits",
+            "Job states taken decoded from the worker's cache of states it just wrote, since start "
+            "(rlhealth/streams/state_cache.py); the misses were decoded from the table.", registry=r)
+        self.state_cache_misses = Gauge("rlhealth_state_cache_misses",
+                                        "Job states decoded from the table's bytes since start.", registry=r)
         self.jobs_rejudged = Gauge("rlhealth_jobs_rejudged",
                                    "Jobs the last tick ran the core on; the others' state was unchanged and their "
                                    "judgement could not change yet (docs/verdicts.md).", registry=r)

@@ -31,6 +31,7 @@ from rlhealth.schemas import Verdict, encode
 from rlhealth.sinks.evidence_records import metrics_point
 from rlhealth.sinks.prometheus import Exporter
 from rlhealth.streams.priority import JudgingPriority
+from rlhealth.streams.state_cache import DecodedStates
 from rlhealth.streams.tables import BookFacts, Tables, VerdictBook
 
 if TYPE_CHECKING:
@@ -106,6 +107,7 @@ class JudgingPass:
     _dirty: set[bytes]
     _seen: dict[bytes, float]
     _writes: dict[bytes, int]
+    _decoded: DecodedStates
     _terminal_since: dict[bytes, float]
     _metrics_at: dict[str, datetime]
     _judging: asyncio.Lock
@@ -115,7 +117,7 @@ class JudgingPass:
     _judge_all_max: float  # the longest regular pass so far (wall seconds)
 
     # the worker's own (intake and rebalance)
-    def _load(self, key: bytes, job_id: str) -> Any:
+    def _load(self, key: bytes, job_id: str, *, take: bool = False) -> Any:
         raise NotImplementedError
 
     def owned_partitions(self) -> set[int]:
@@ -186,6 +188,8 @@ class JudgingPass:
         self.exporter.intake_held_seconds.set(self.priority.intake_waited_s)
         self.exporter.judge_all_busy_seconds.set(self._busy)
         self.exporter.jobs_rejudged.set(self._rejudged)
+        self.exporter.state_cache_hits.set(self._decoded.hits)
+        self.exporter.state_cache_misses.set(self._decoded.misses)
         self.exporter.retain(exported)
         self.exporter.jobs_owned.set(len(exported))
         return published
@@ -463,6 +467,7 @@ class JudgingPass:
         self._books.pop(key, None)
         self._fresh.pop(key, None)
         self._writes.pop(key, None)
+        self._decoded.drop(key)
         self._metrics_at.pop(job_id, None)
         self._dirty.discard(key)
         self.exporter.jobs_expired.labels(reason).inc()

@@ -76,7 +76,8 @@ from rlhealth.streams.delivery import Stall, await_batches, track_topics
 from rlhealth.streams.intake import RawBytes, install_lean_delivery
 from rlhealth.streams.judging import JudgingPass, _Fresh
 from rlhealth.streams.priority import JudgingPriority
-from rlhealth.streams.tables import BookFacts, Tables, make_tables
+from rlhealth.streams.state_cache import DecodedStates
+from rlhealth.streams.tables import BookFacts, Tables, compact, make_tables
 
 log = logging.getLogger("rlhealth.worker")
 
@@ -251,6 +252,8 @@ class StreamWorker(JudgingPass):
         # How often each job's state was written back: a judgement is kept only for the state it judged,
         # also when the agent folds an event while the judgement awaits its sends.
         self._writes: dict[bytes, int] = {}
+        # The states just written, decoded: the next buffer with the job's events skips decoding them
+        self._decoded = DecodedStates(config.state_cache_jobs)
         self._rejudged = 0  # jobs the last `_judge_locked` ran the core on
         self._waited = 0.0  # of the current pass, seconds spent awaiting (sends, the event intake)
         self._busy = 0.0  # of the last pass, seconds spent judging
@@ -369,7 +372,7 @@ class StreamWorker(JudgingPass):
             if expected in pending:
                 state = pending[expected] if pending[expected] is not None else self.core.new_state(ev.job_id)
             else:
-                state = self._load(expected, ev.job_id)
+                state = self._load(expected, ev.job_id, take=True)
             before = _sched_view(state) if kind == "job_state" else None
             state, findings = self.core.step(state, ev, now)
         except Exception as exc:  # noqa: BLE001 - one bad event must not stop the partition
@@ -432,6 +435,8 @@ class StreamWorker(JudgingPass):
             exporter.last_processed.set(time.time())
         if tally.lines:
             exporter.log_lines_processed.inc(tally.lines)
+        exporter.state_cache_hits.set(self._decoded.hits)
+        exporter.state_cache_misses.set(self._decoded.misses)
 
     def _repeated_poll(self, before: tuple[Any, ...] | None, state: Any) -> bool:
         """A state poll that repeats the job's scheduler view, within a tick of the previous poll, is no
@@ -465,10 +470,12 @@ class StreamWorker(JudgingPass):
         for key, state in states.items():
             self._writes[key] = self._writes.get(key, 0) + 1  # a new state: judge it
             if state is None:
+                self._decoded.drop(key)
                 if key in table:
                     del table[key]
             else:
-                table[key] = state.to_bytes()
+                data = table[key] = compact(state.to_bytes())  # kept as long as the job lives: no slack
+                self._decoded.put(key, data, state)
         if self._news:
             self._dirty |= self._news
             self._news = set()
@@ -477,9 +484,13 @@ class StreamWorker(JudgingPass):
     # take its type (~5 us of the ~250 us an event of the scale bench costs to fold).
     _state_of: tuple[Any, Any] = (None, None)
 
-    def _load(self, key: bytes, job_id: str) -> Any:
+    def _load(self, key: bytes, job_id: str, *, take: bool = False) -> Any:
+        """The job's state from the table; `take`: the caller (the fold) will change it (`DecodedStates`)."""
         raw = self.tables.job_health.get(key)
         if raw:
+            cached = self._decoded.take(key, raw) if take else self._decoded.peek(key, raw)
+            if cached is not None:
+                return cached
             core, cls = self._state_of
             if core is not self.core:
                 cls = type(self.core.new_state(job_id))
@@ -600,6 +611,7 @@ class StreamWorker(JudgingPass):
                 self._terminal_since.pop(key, None)
                 self._books.pop(key, None)
                 self._writes.pop(key, None)
+                self._decoded.drop(key)
         log.info("revoked %d event partitions", len(gone))
 
     def ready_partitions(self, owned: set[int] | None = None) -> set[int]:
