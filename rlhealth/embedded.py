@@ -110,7 +110,7 @@ def probe(capture_dir: Path, core: HealthCore, now: datetime | None = None,
         with _LogPool(core.classifier, n_workers, len(cap.log_files())) as pool:
             step_core = copy.copy(core)
             step_core.classifier = pool.replay  # type: ignore[assignment]
-            events = cap.events(open_log=lambda f, src, fb: pool.open(f, src, fb, cap.reader_params()))
+            events = cap.events(open_log=_PoolOpener(pool, cap))
             state, n_events, n_findings = run_events(step_core, cap.info.job_id, events, when, on_findings,
                                                      progress)
     else:
@@ -262,10 +262,16 @@ class _ReplayClassifier:
         return getattr(self.classifier, name)
 
 
+class _Stop(Exception):
+    """The main process asked a worker to stop while a reader waited for its fallback time."""
+
+
 def _log_worker(requests, replies, classifier: Classifier) -> None:
     """Worker process. Requests: ("open", fid, path, source, fallback_time, params, credit),
-    ("credit", fid, n), None (stop). Replies (sent by a thread, so reading goes on while this
-    process waits for the main one to take them): (fid, [(batch, matches)], done, error, stats)."""
+    ("fallback", fid, time) for a file opened with fallback_time None (sent before the main
+    process waits for that file; the reader asks for it only when it needs it), ("credit", fid, n),
+    None (stop). Replies (sent by a thread, so reading goes on while this process waits for the
+    main one to take them): (fid, [(batch, matches)], done, error, stats)."""
     import queue
     import threading
 
@@ -288,23 +294,37 @@ def _log_worker(requests, replies, classifier: Classifier) -> None:
     rule_index = {id(r): i for i, r in enumerate(classifier.rules)}
     files: dict[int, list] = {}  # fid -> [reader, iterator, credit]
     turn: list[int] = []  # round robin over open files
+    fallbacks: dict[int, datetime] = {}
+
+    def handle(msg) -> None:
+        if msg is None:
+            raise _Stop
+        if msg[0] == "open":
+            _, fid, path, source, fallback_time, params, credit = msg
+            reader = LogReader(path, job_id=params["job_id"], source=source,
+                               batch_lines=params["batch_lines"], chunk_bytes=params["chunk_bytes"],
+                               prefilter=classifier)
+            if fallback_time is not None:
+                fallbacks[fid] = fallback_time
+            it = reader.read_utf8(final=True, ref_time=params["ref_time"],
+                                  fallback_time=functools.partial(fallback_of, fid))
+            files[fid] = [reader, it, credit, params["ref_time"]]
+            turn.insert(0, fid)  # a new file's first batch is awaited right away
+        elif msg[0] == "fallback":
+            fallbacks[msg[1]] = msg[2]
+        elif msg[1] in files:
+            files[msg[1]][2] += msg[2]
+
+    def fallback_of(fid: int) -> datetime:
+        while fid not in fallbacks:
+            handle(requests.recv())
+        return fallbacks[fid]
+
     try:
         while True:
             ready = [fid for fid in turn if files[fid][2] > 0]
             if not ready or requests.poll():
-                msg = requests.recv()
-                if msg is None:
-                    break
-                if msg[0] == "open":
-                    _, fid, path, source, fallback_time, params, credit = msg
-                    reader = LogReader(path, job_id=params["job_id"], source=source,
-                                       batch_lines=params["batch_lines"], chunk_bytes=params["chunk_bytes"],
-                                       prefilter=classifier)
-                    it = reader.read_utf8(final=True, ref_time=params["ref_time"], fallback_time=fallback_time)
-                    files[fid] = [reader, it, credit, params["ref_time"]]
-                    turn.insert(0, fid)  # a new file's first batch is awaited right away
-                elif msg[1] in files:
-                    files[msg[1]][2] += msg[2]
+                handle(requests.recv())
                 continue
             fid = ready[0]
             turn.remove(fid)
@@ -336,7 +356,7 @@ def _log_worker(requests, replies, classifier: Classifier) -> None:
                 stats = (reader.lines_read, reader.bytes_read, reader.invalid_utf8_lines, reader.truncated_lines,
                          reader.tail.missing_final_newline)
             outbox.put((fid, out, done, error, stats))
-    except (KeyboardInterrupt, EOFError, BrokenPipeError):
+    except (_Stop, KeyboardInterrupt, EOFError, BrokenPipeError):
         pass
     except BaseException:  # noqa: BLE001 - sent to the parent, which raises it there
         outbox.put((-1, traceback.format_exc(), True, None, None))
@@ -381,6 +401,20 @@ class _RemoteLog:
                 return
 
 
+class _PoolOpener:
+    """`Capture.events`'s `open_log` (with `prefetch`) for a `_LogPool`."""
+
+    def __init__(self, pool: _LogPool, cap) -> None:
+        self.pool = pool
+        self.cap = cap
+
+    def __call__(self, path: Path, source, fallback: Callable[[], datetime]) -> _RemoteLog:
+        return self.pool.open(path, source, fallback, self.cap.reader_params())
+
+    def prefetch(self, path: Path, source, fallback: datetime | Callable[[], datetime]) -> None:
+        self.pool.prefetch(path, source, fallback, self.cap.reader_params())
+
+
 def _widen_pipe(conn) -> None:
     """Replies are a few hundred KB: a 1 MiB pipe takes one without the reader waking up every 64 KB."""
     try:
@@ -414,8 +448,28 @@ class _LogPool:
         self.load = [0] * n_workers
         self.inbox: dict[int, deque] = {}
         self.n_files = 0
+        self.early: dict[Path, tuple[_RemoteLog, object]] = {}  # prefetched: reader, source
+        self.deferred: list[tuple[_RemoteLog, Callable[[], datetime]]] = []  # fallback times to send
 
     def open(self, path: Path, source, fallback: Callable[[], datetime], params: dict) -> _RemoteLog:
+        while self.deferred:  # before waiting for any file: a worker may wait for one of these
+            remote, later = self.deferred.pop()
+            self.requests[remote.worker].send(("fallback", remote.fid, later()))
+        early = self.early.pop(path, None)
+        if early is not None and early[1] == source:
+            return early[0]
+        return self.start(path, source, fallback(), params)
+
+    def prefetch(self, path: Path, source, fallback: datetime | Callable[[], datetime], params: dict) -> None:
+        """Start reading `path` now; `open(path, source, ...)` later returns that reader. A fallback
+        time not known yet (a callable) is sent at the first `open` of any file."""
+        known = not callable(fallback)
+        remote = self.start(path, source, fallback if known else None, params)  # type: ignore[arg-type]
+        self.early[path] = (remote, source)
+        if not known:
+            self.deferred.append((remote, fallback))  # type: ignore[arg-type]
+
+    def start(self, path: Path, source, fallback_time: datetime | None, params: dict) -> _RemoteLog:
         fid = self.n_files
         self.n_files += 1
         w = min(range(len(self.load)), key=self.load.__getitem__)
@@ -424,7 +478,7 @@ class _LogPool:
         except OSError:
             self.load[w] += 1
         self.inbox[fid] = deque()
-        self.requests[w].send(("open", fid, path, source, fallback(), params, self.credit))
+        self.requests[w].send(("open", fid, path, source, fallback_time, params, self.credit))
         return _RemoteLog(self, fid, w, params["ref_time"])
 
     def receive(self, worker: int, fid: int) -> tuple:
