@@ -13,6 +13,7 @@ import os
 import sys
 import time
 import traceback
+from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from rlhealth.agents.stability import changed as key_facts_changed
 from rlhealth.agents.state import JobHealth
 from rlhealth.agents.verdict import apply_source_notes
 from rlhealth.schemas import EventBase, Verdict
+from rlhealth.schemas.events import LogBatch
 
 
 @dataclass
@@ -262,6 +264,44 @@ class _ReplayClassifier:
         return getattr(self.classifier, name)
 
 
+# A batch crosses the pipe as its varying fields, with its lines joined by "\n" (one str: a prefiltered
+# batch is mostly empty lines) and its offsets as an int64 array: a third of the pickling of the model
+# with two 2,000-item lists. The main process rebuilds it from a template holding the file's constant
+# fields (`model_copy`, as `LogReader` builds it): the same values and the same fields set. A batch
+# that does not have exactly that shape crosses as itself.
+_PACKED_FIELDS = frozenset({"job_id", "event_time", "source", "lines", "offsets", "first_line_no",
+                            "truncated_lines", "invalid_utf8_lines"})
+
+
+def _pack(batch: LogBatch, source) -> LogBatch | tuple:
+    d = batch.__dict__
+    lines = d["lines"]
+    offsets = d["offsets"]
+    if (not lines or offsets is None or d["source"] is not source or d["ts"] is not None or d["file_id"] is not None
+            or d["ingest_time"] is not None or batch.model_fields_set != _PACKED_FIELDS):
+        return batch
+    text = "\n".join(lines)
+    if text.count("\n") != len(lines) - 1:  # a line holds a newline
+        return batch
+    return (d["event_time"], text, array("q", offsets).tobytes(), d["first_line_no"], d["truncated_lines"],
+            d["invalid_utf8_lines"])
+
+
+def _unpack(packed: LogBatch | tuple, template: LogBatch) -> LogBatch:
+    if not isinstance(packed, tuple):
+        return packed
+    event_time, text, offsets, first_line_no, truncated, invalid = packed
+    return template.model_copy(update={
+        "event_time": event_time, "lines": text.split("\n"), "offsets": array("q", offsets).tolist(),
+        "first_line_no": first_line_no, "truncated_lines": truncated, "invalid_utf8_lines": invalid})
+
+
+def _template(job_id: str, source, when: datetime) -> LogBatch:
+    """A batch with the constant fields of a file's batches, made as `LogReader._construct` makes one."""
+    return LogBatch(job_id=job_id, event_time=when, source=source, lines=[], offsets=[], first_line_no=0,
+                    truncated_lines=0, invalid_utf8_lines=0)
+
+
 class _Stop(Exception):
     """The main process asked a worker to stop while a reader waited for its fallback time."""
 
@@ -308,7 +348,7 @@ def _log_worker(requests, replies, classifier: Classifier) -> None:
                 fallbacks[fid] = fallback_time
             it = reader.read_utf8(final=True, ref_time=params["ref_time"],
                                   fallback_time=functools.partial(fallback_of, fid))
-            files[fid] = [reader, it, credit, params["ref_time"]]
+            files[fid] = [reader, it, credit, params["ref_time"], reader.source]
             turn.insert(0, fid)  # a new file's first batch is awaited right away
         elif msg[0] == "fallback":
             fallbacks[msg[1]] = msg[2]
@@ -330,7 +370,7 @@ def _log_worker(requests, replies, classifier: Classifier) -> None:
             turn.remove(fid)
             turn.append(fid)
             entry = files[fid]
-            reader, it, ref = entry[0], entry[1], entry[3]
+            reader, it, ref, source = entry[0], entry[1], entry[3], entry[4]
             out = []
             done = False
             error = None
@@ -347,7 +387,7 @@ def _log_worker(requests, replies, classifier: Classifier) -> None:
                 # process memoises it and the core's step does not parse the line again
                 matches = [(m.index, rule_index[id(m.rule)], m.fields, m.text, parse_memo(m.text, ref))
                            for m in classifier.scan(batch.lines, data)]
-                out.append((batch, matches))
+                out.append((_pack(batch, source), matches))
             entry[2] -= len(out)
             stats = None
             if done:
@@ -367,8 +407,9 @@ def _log_worker(requests, replies, classifier: Classifier) -> None:
 class _RemoteLog:
     """What `Capture.events` needs of a `LogReader`, served by a worker."""
 
-    def __init__(self, pool: _LogPool, fid: int, worker: int, ref_time: datetime) -> None:
+    def __init__(self, pool: _LogPool, fid: int, worker: int, ref_time: datetime, template: LogBatch) -> None:
         self.ref_time = ref_time  # the probe's `now` (workers run only for probes at captured_at)
+        self.template = template
         self.pool = pool
         self.fid = fid
         self.worker = worker
@@ -382,7 +423,8 @@ class _RemoteLog:
         taken = 0
         while True:
             _fid, items, done, error, stats = pool.receive(self.worker, self.fid)
-            for batch, matches in items:
+            for packed, matches in items:
+                batch = _unpack(packed, self.template)
                 for _i, _r, _fields, text, parsed in matches:
                     if parsed is not None:
                         remember_parse(text, parsed, self.ref_time)
@@ -484,7 +526,7 @@ class _LogPool:
             self.load[w] += 1
         self.inbox[fid] = deque()
         self.requests[w].send(("open", fid, path, source, fallback_time, params, self.credit))
-        return _RemoteLog(self, fid, w, params["ref_time"])
+        return _RemoteLog(self, fid, w, params["ref_time"], _template(params["job_id"], source, params["ref_time"]))
 
     def receive(self, worker: int, fid: int) -> tuple:
         box = self.inbox[fid]

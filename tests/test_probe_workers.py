@@ -62,3 +62,39 @@ def test_workers_equal_one_process_with_unstamped_logs_and_late_fallbacks(tmp_pa
     assert one[4] > 0
     assert _outcome(cap, 2) == one
     assert _outcome(cap, 3) == one
+
+
+def test_a_batch_crosses_the_pipe_packed_and_comes_back_the_same(tmp_path: Path) -> None:
+    """What a worker sends for a batch (`_pack`) is rebuilt (`_unpack`) into an equal LogBatch with the same
+    fields set, on dense and prefiltered reading; a batch of another shape crosses as itself."""
+    import pickle
+    from datetime import UTC
+
+    from rlhealth.embedded import _pack, _template, _unpack
+    from rlhealth.schemas.common import Source
+    from rlhealth.schemas.events import LogBatch
+    from rlhealth.sources.logfiles import LogReader
+
+    log = tmp_path / "x.log"
+    log.write_bytes(b"".join(
+        (f"2026-10-14 12:00:{i % 60:02d} INFO step {i} \xc3\xa9 \x1b[1mtoken\x1b[0m\r50%|###\n" if i % 7 else
+         f"Traceback (most recent call last):\nRuntimeError: CUDA error {i} HF_TOKEN=hf_{'a' * 30}\n").encode()
+        for i in range(5000)) + b"\xff bad utf-8\nno newline at the end")
+    ref = datetime(2026, 10, 14, 16, 15, tzinfo=UTC)
+    src = Source(stream="logs/x.log", rank=0)
+    packed = 0
+    for prefilter in (build_core().classifier, None):
+        reader = LogReader(log, job_id="j", source=src, batch_lines=700, prefilter=prefilter)
+        template = _template("j", src, ref)
+        batches = list(reader.read(final=True, ref_time=ref, fallback_time=ref))
+        assert len(batches) > 7
+        for b in batches:
+            got = _unpack(pickle.loads(pickle.dumps(_pack(b, src))), template)
+            assert got == b
+            assert got.model_fields_set == b.model_fields_set and list(got.__dict__) == list(b.__dict__)
+            packed += got is not b
+    assert packed > 14
+    odd = batches[0].model_copy(update={"lines": ["a\nb", *batches[0].lines[1:]]})
+    assert _pack(odd, src) is odd
+    stamped = LogBatch(job_id="j", event_time=ref, source=src, lines=["x"], offsets=[0], ts=[ref])
+    assert _pack(stamped, src) is stamped
