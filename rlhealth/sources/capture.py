@@ -60,9 +60,7 @@ from rlhealth.sources import harbor, kubectl, slurm
 from rlhealth.sources.compressed import is_packed, rotation_groups, unpack_log
 from rlhealth.sources.encoding import without_bom
 from rlhealth.sources.logfiles import CHUNK_BYTES, LogReader, slurm_leg_order, source_for
-from rlhealth.sources.nvidia_smi import GpuCsvParser, attach_apps, parse_compute_apps_csv
 from rlhealth.sources.redact import redact, redact_config
-from rlhealth.sources.resolved_config import load_config_files, spec_facts
 
 SHIPPER = "capture"
 _SCHEDULERS = ("kubernetes", "slurm", "other")
@@ -381,6 +379,8 @@ class Capture:
         flat: dict[str, Any] = {}
         cfgs = self.config_files()
         if cfgs:
+            from rlhealth.sources.resolved_config import load_config_files, spec_facts  # yaml: ~20 ms, rarely needed
+
             flat, errors = load_config_files(cfgs)
             for path, err in errors:
                 self._problem(self._rel(path), "empty" if err == "empty" else "parse_error", None,
@@ -497,6 +497,9 @@ class Capture:
             return []
         if bad_utf8:
             self._problem(rel, "invalid_utf8", "B", "lines with invalid UTF-8", bad_utf8)
+        # imported here (~10 ms): a probe's log workers are already reading by then
+        from rlhealth.sources.nvidia_smi import GpuCsvParser, attach_apps, parse_compute_apps_csv
+
         parser = GpuCsvParser(job_id=self.info.job_id, host=host, source=self._source(rel, host=host))
         lines = text.split("\n")
         tail_cut = bool(lines and lines[-1].strip())
