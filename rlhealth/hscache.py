@@ -31,7 +31,12 @@ def cache_dir() -> Path | None:
     if s.cache_dir is not None:
         return s.cache_dir
     xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "rlhealth"
+    if xdg:
+        return Path(xdg) / "rlhealth"
+    try:
+        return Path.home() / ".cache" / "rlhealth"
+    except RuntimeError:  # no home directory to be found: no cache
+        return None
 
 
 @functools.lru_cache(maxsize=1)
