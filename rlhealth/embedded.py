@@ -13,6 +13,7 @@ import os
 import sys
 import time
 import traceback
+from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from rlhealth.agents.stability import changed as key_facts_changed
 from rlhealth.agents.state import JobHealth
 from rlhealth.agents.verdict import apply_source_notes
 from rlhealth.schemas import EventBase, Verdict
+from rlhealth.schemas.events import LogBatch
 
 
 @dataclass
@@ -110,7 +112,7 @@ def probe(capture_dir: Path, core: HealthCore, now: datetime | None = None,
         with _LogPool(core.classifier, n_workers, len(cap.log_files())) as pool:
             step_core = copy.copy(core)
             step_core.classifier = pool.replay  # type: ignore[assignment]
-            events = cap.events(open_log=lambda f, src, fb: pool.open(f, src, fb, cap.reader_params()))
+            events = cap.events(open_log=_PoolOpener(pool, cap))
             state, n_events, n_findings = run_events(step_core, cap.info.job_id, events, when, on_findings,
                                                      progress)
     else:
@@ -262,10 +264,54 @@ class _ReplayClassifier:
         return getattr(self.classifier, name)
 
 
+# A batch crosses the pipe as its varying fields, with its lines joined by "\n" (one str: a prefiltered
+# batch is mostly empty lines) and its offsets as an int64 array: a third of the pickling of the model
+# with two 2,000-item lists. The main process rebuilds it from a template holding the file's constant
+# fields (`model_copy`, as `LogReader` builds it): the same values and the same fields set. A batch
+# that does not have exactly that shape crosses as itself.
+_PACKED_FIELDS = frozenset({"job_id", "event_time", "source", "lines", "offsets", "first_line_no",
+                            "truncated_lines", "invalid_utf8_lines"})
+
+
+def _pack(batch: LogBatch, source) -> LogBatch | tuple:
+    d = batch.__dict__
+    lines = d["lines"]
+    offsets = d["offsets"]
+    if (not lines or offsets is None or d["source"] is not source or d["ts"] is not None or d["file_id"] is not None
+            or d["ingest_time"] is not None or batch.model_fields_set != _PACKED_FIELDS):
+        return batch
+    text = "\n".join(lines)
+    if text.count("\n") != len(lines) - 1:  # a line holds a newline
+        return batch
+    return (d["event_time"], text, array("q", offsets).tobytes(), d["first_line_no"], d["truncated_lines"],
+            d["invalid_utf8_lines"])
+
+
+def _unpack(packed: LogBatch | tuple, template: LogBatch) -> LogBatch:
+    if not isinstance(packed, tuple):
+        return packed
+    event_time, text, offsets, first_line_no, truncated, invalid = packed
+    return template.model_copy(update={
+        "event_time": event_time, "lines": text.split("\n"), "offsets": array("q", offsets).tolist(),
+        "first_line_no": first_line_no, "truncated_lines": truncated, "invalid_utf8_lines": invalid})
+
+
+def _template(job_id: str, source, when: datetime) -> LogBatch:
+    """A batch with the constant fields of a file's batches, made as `LogReader._construct` makes one."""
+    return LogBatch(job_id=job_id, event_time=when, source=source, lines=[], offsets=[], first_line_no=0,
+                    truncated_lines=0, invalid_utf8_lines=0)
+
+
+class _Stop(Exception):
+    """The main process asked a worker to stop while a reader waited for its fallback time."""
+
+
 def _log_worker(requests, replies, classifier: Classifier) -> None:
     """Worker process. Requests: ("open", fid, path, source, fallback_time, params, credit),
-    ("credit", fid, n), None (stop). Replies (sent by a thread, so reading goes on while this
-    process waits for the main one to take them): (fid, [(batch, matches)], done, error, stats)."""
+    ("fallback", fid, time) for a file opened with fallback_time None (sent before the main
+    process waits for that file; the reader asks for it only when it needs it), ("credit", fid, n),
+    None (stop). Replies (sent by a thread, so reading goes on while this process waits for the
+    main one to take them): (fid, [(batch, matches)], done, error, stats)."""
     import queue
     import threading
 
@@ -288,29 +334,43 @@ def _log_worker(requests, replies, classifier: Classifier) -> None:
     rule_index = {id(r): i for i, r in enumerate(classifier.rules)}
     files: dict[int, list] = {}  # fid -> [reader, iterator, credit]
     turn: list[int] = []  # round robin over open files
+    fallbacks: dict[int, datetime] = {}
+
+    def handle(msg) -> None:
+        if msg is None:
+            raise _Stop
+        if msg[0] == "open":
+            _, fid, path, source, fallback_time, params, credit = msg
+            reader = LogReader(path, job_id=params["job_id"], source=source,
+                               batch_lines=params["batch_lines"], chunk_bytes=params["chunk_bytes"],
+                               prefilter=classifier)
+            if fallback_time is not None:
+                fallbacks[fid] = fallback_time
+            it = reader.read_utf8(final=True, ref_time=params["ref_time"],
+                                  fallback_time=functools.partial(fallback_of, fid))
+            files[fid] = [reader, it, credit, params["ref_time"], reader.source]
+            turn.insert(0, fid)  # a new file's first batch is awaited right away
+        elif msg[0] == "fallback":
+            fallbacks[msg[1]] = msg[2]
+        elif msg[1] in files:
+            files[msg[1]][2] += msg[2]
+
+    def fallback_of(fid: int) -> datetime:
+        while fid not in fallbacks:
+            handle(requests.recv())
+        return fallbacks[fid]
+
     try:
         while True:
             ready = [fid for fid in turn if files[fid][2] > 0]
             if not ready or requests.poll():
-                msg = requests.recv()
-                if msg is None:
-                    break
-                if msg[0] == "open":
-                    _, fid, path, source, fallback_time, params, credit = msg
-                    reader = LogReader(path, job_id=params["job_id"], source=source,
-                                       batch_lines=params["batch_lines"], chunk_bytes=params["chunk_bytes"],
-                                       prefilter=classifier)
-                    it = reader.read_utf8(final=True, ref_time=params["ref_time"], fallback_time=fallback_time)
-                    files[fid] = [reader, it, credit, params["ref_time"]]
-                    turn.insert(0, fid)  # a new file's first batch is awaited right away
-                elif msg[1] in files:
-                    files[msg[1]][2] += msg[2]
+                handle(requests.recv())
                 continue
             fid = ready[0]
             turn.remove(fid)
             turn.append(fid)
             entry = files[fid]
-            reader, it, ref = entry[0], entry[1], entry[3]
+            reader, it, ref, source = entry[0], entry[1], entry[3], entry[4]
             out = []
             done = False
             error = None
@@ -327,7 +387,7 @@ def _log_worker(requests, replies, classifier: Classifier) -> None:
                 # process memoises it and the core's step does not parse the line again
                 matches = [(m.index, rule_index[id(m.rule)], m.fields, m.text, parse_memo(m.text, ref))
                            for m in classifier.scan(batch.lines, data)]
-                out.append((batch, matches))
+                out.append((_pack(batch, source), matches))
             entry[2] -= len(out)
             stats = None
             if done:
@@ -336,7 +396,7 @@ def _log_worker(requests, replies, classifier: Classifier) -> None:
                 stats = (reader.lines_read, reader.bytes_read, reader.invalid_utf8_lines, reader.truncated_lines,
                          reader.tail.missing_final_newline)
             outbox.put((fid, out, done, error, stats))
-    except (KeyboardInterrupt, EOFError, BrokenPipeError):
+    except (_Stop, KeyboardInterrupt, EOFError, BrokenPipeError):
         pass
     except BaseException:  # noqa: BLE001 - sent to the parent, which raises it there
         outbox.put((-1, traceback.format_exc(), True, None, None))
@@ -347,8 +407,9 @@ def _log_worker(requests, replies, classifier: Classifier) -> None:
 class _RemoteLog:
     """What `Capture.events` needs of a `LogReader`, served by a worker."""
 
-    def __init__(self, pool: _LogPool, fid: int, worker: int, ref_time: datetime) -> None:
+    def __init__(self, pool: _LogPool, fid: int, worker: int, ref_time: datetime, template: LogBatch) -> None:
         self.ref_time = ref_time  # the probe's `now` (workers run only for probes at captured_at)
+        self.template = template
         self.pool = pool
         self.fid = fid
         self.worker = worker
@@ -362,7 +423,8 @@ class _RemoteLog:
         taken = 0
         while True:
             _fid, items, done, error, stats = pool.receive(self.worker, self.fid)
-            for batch, matches in items:
+            for packed, matches in items:
+                batch = _unpack(packed, self.template)
                 for _i, _r, _fields, text, parsed in matches:
                     if parsed is not None:
                         remember_parse(text, parsed, self.ref_time)
@@ -381,6 +443,20 @@ class _RemoteLog:
                 return
 
 
+class _PoolOpener:
+    """`Capture.events`'s `open_log` (with `prefetch`) for a `_LogPool`."""
+
+    def __init__(self, pool: _LogPool, cap) -> None:
+        self.pool = pool
+        self.cap = cap
+
+    def __call__(self, path: Path, source, fallback: Callable[[], datetime]) -> _RemoteLog:
+        return self.pool.open(path, source, fallback, self.cap.reader_params())
+
+    def prefetch(self, path: Path, source, fallback: datetime | Callable[[], datetime]) -> None:
+        self.pool.prefetch(path, source, fallback, self.cap.reader_params())
+
+
 def _widen_pipe(conn) -> None:
     """Replies are a few hundred KB: a 1 MiB pipe takes one without the reader waking up every 64 KB."""
     try:
@@ -396,6 +472,11 @@ class _LogPool:
         self.replay = _ReplayClassifier(classifier)
         self.rules = classifier.rules
         self.credit = max(_STEP, min(_MAX_CREDIT, _BATCH_BUDGET // max(1, n_files)))
+        # This process masks secrets too (job spec, trials): compiled before the fork, the workers'
+        # readers share it instead of compiling one each
+        from rlhealth.sources.redact import default_redactor
+
+        default_redactor()
         ctx = multiprocessing.get_context("fork")
         self.requests = []
         self.replies = []
@@ -414,8 +495,28 @@ class _LogPool:
         self.load = [0] * n_workers
         self.inbox: dict[int, deque] = {}
         self.n_files = 0
+        self.early: dict[Path, tuple[_RemoteLog, object]] = {}  # prefetched: reader, source
+        self.deferred: list[tuple[_RemoteLog, Callable[[], datetime]]] = []  # fallback times to send
 
     def open(self, path: Path, source, fallback: Callable[[], datetime], params: dict) -> _RemoteLog:
+        while self.deferred:  # before waiting for any file: a worker may wait for one of these
+            remote, later = self.deferred.pop()
+            self.requests[remote.worker].send(("fallback", remote.fid, later()))
+        early = self.early.pop(path, None)
+        if early is not None and early[1] == source:
+            return early[0]
+        return self.start(path, source, fallback(), params)
+
+    def prefetch(self, path: Path, source, fallback: datetime | Callable[[], datetime], params: dict) -> None:
+        """Start reading `path` now; `open(path, source, ...)` later returns that reader. A fallback
+        time not known yet (a callable) is sent at the first `open` of any file."""
+        known = not callable(fallback)
+        remote = self.start(path, source, fallback if known else None, params)  # type: ignore[arg-type]
+        self.early[path] = (remote, source)
+        if not known:
+            self.deferred.append((remote, fallback))  # type: ignore[arg-type]
+
+    def start(self, path: Path, source, fallback_time: datetime | None, params: dict) -> _RemoteLog:
         fid = self.n_files
         self.n_files += 1
         w = min(range(len(self.load)), key=self.load.__getitem__)
@@ -424,8 +525,8 @@ class _LogPool:
         except OSError:
             self.load[w] += 1
         self.inbox[fid] = deque()
-        self.requests[w].send(("open", fid, path, source, fallback(), params, self.credit))
-        return _RemoteLog(self, fid, w, params["ref_time"])
+        self.requests[w].send(("open", fid, path, source, fallback_time, params, self.credit))
+        return _RemoteLog(self, fid, w, params["ref_time"], _template(params["job_id"], source, params["ref_time"]))
 
     def receive(self, worker: int, fid: int) -> tuple:
         box = self.inbox[fid]
@@ -464,6 +565,28 @@ class _LogPool:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def keep_freed_memory() -> None:
+    """Let this process (and the log workers it forks) reuse freed memory instead of returning it.
+
+    A probe allocates and frees MB-sized buffers all the time (chunks read, stripped, sliced). glibc
+    gives each back to the system (an mmap over its adaptive threshold, or trimmed off the heap top)
+    and the next one faults its pages in again: ~300k page faults and ~0.6 s of CPU on a 1 GB capture
+    (BENCHMARKS.md). Serving buffers up to 32 MB from the heap and trimming it only past 256 MB free
+    brings that to ~34k; peak RSS is unchanged (what is kept is what was just in use). glibc only;
+    a no-op elsewhere. For a process that ends with its probe (the CLI): the setting stays."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc (musl has no mallopt)
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
+    mallopt(m_mmap_threshold, 32 << 20)  # the largest glibc takes (HEAP_MAX_SIZE / 2 on 64-bit)
+    mallopt(m_trim_threshold, 256 << 20)
 
 
 def utc_now() -> datetime:

@@ -60,6 +60,10 @@ class Settings(BaseSettings):
                                   "(~27 kB each; 0: none)")
     faust_datadir: Path | None = Field(None, description="faust's local table store of the worker")
     native: bool = Field(True, description="0 forces the pure-Python twins of the C line helper")
+    hs_cache: bool = Field(True, description="compiled Hyperscan databases (rules, secret markers) are kept "
+                                             "between runs in the cache folder; 0: compiled at every start")
+    cache_dir: Path | None = Field(None, description="rlhealth's cache folder (default: $XDG_CACHE_HOME/rlhealth, "
+                                                     "else ~/.cache/rlhealth)")
 
     def rules_dir_list(self) -> list[Path]:
         return [Path(p) for p in self.rules_dirs.split(":") if p]

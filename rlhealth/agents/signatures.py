@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 
@@ -212,6 +213,20 @@ def _convert(value: str) -> object:
     return value
 
 
+def hs_compile(expressions: list[bytes], ids: list[int], flags: list[int], mode: int) -> Any:
+    """A compiled `hyperscan.Database` of `expressions`."""
+    import hyperscan
+
+    db = hyperscan.Database(mode=mode)
+    db.compile(expressions=expressions, ids=ids, elements=len(expressions), flags=flags)
+    return db
+
+
+# How a Classifier compiles its Hyperscan database. The core does no I/O; a process may install a
+# compile that keeps databases between runs (`rlhealth.runtime` installs `rlhealth.hscache`'s).
+HS_COMPILE: Callable[[list[bytes], list[int], list[int], int], Any] = hs_compile
+
+
 def hyperscan_available() -> bool:
     try:
         import hyperscan  # noqa: F401
@@ -335,13 +350,11 @@ class Classifier:
     def _compile_hyperscan(self) -> None:
         import hyperscan
 
-        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
         exprs = [block_pattern(r.pattern).encode("utf-8") for r in self._rules]
         flags = [hyperscan.HS_FLAG_MULTILINE] * len(exprs)
         self._hs_db: hyperscan.Database | None = None
         if exprs:
-            db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs),
-                       flags=flags)
+            db = HS_COMPILE(exprs, list(range(len(exprs))), flags, hyperscan.HS_MODE_BLOCK)
             self._hs_db = db
             self._hs_scratch = hyperscan.Scratch(db)
 

@@ -88,8 +88,8 @@ def probe(capture: Path, now_text: str | None, fmt: str, db: Path | None, rules_
     event-time order, with no Kafka and no cluster.
     """
     from rlhealth.agents.render import training_time_text
+    from rlhealth.embedded import keep_freed_memory, stderr_is_tty
     from rlhealth.embedded import probe as run_probe
-    from rlhealth.embedded import stderr_is_tty
     from rlhealth.runtime import build_core
     from rlhealth.schemas import render_text
     from rlhealth.sources.capture import CaptureError
@@ -98,6 +98,7 @@ def probe(capture: Path, now_text: str | None, fmt: str, db: Path | None, rules_
     if not capture.is_dir():
         click.echo(f"rlhealth probe: {capture}: not a directory", err=True)
         sys.exit(EXIT_USAGE)
+    keep_freed_memory()
     core = build_core(tuple(str(d) for d in rules_dirs))
     store = None
     if db is not None:

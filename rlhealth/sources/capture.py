@@ -60,9 +60,7 @@ from rlhealth.sources import harbor, kubectl, slurm
 from rlhealth.sources.compressed import is_packed, rotation_groups, unpack_log
 from rlhealth.sources.encoding import without_bom
 from rlhealth.sources.logfiles import CHUNK_BYTES, LogReader, slurm_leg_order, source_for
-from rlhealth.sources.nvidia_smi import GpuCsvParser, attach_apps, parse_compute_apps_csv
 from rlhealth.sources.redact import redact, redact_config
-from rlhealth.sources.resolved_config import load_config_files, spec_facts
 
 SHIPPER = "capture"
 _SCHEDULERS = ("kubernetes", "slurm", "other")
@@ -256,6 +254,7 @@ def chunk_bytes_for(n_files: int) -> int:
 class Capture:
     _chunk_bytes = CHUNK_BYTES
     _logs_have_lines = False  # some log file of the capture is not empty (set when events() starts)
+    _mtimes: dict[Path, datetime]  # log file -> its mtime (set when events() starts)
 
     def __init__(self, path: Path, info: CaptureInfo, *, batch_lines: int = 500,
                  prefilter: Classifier | None = None, prefilter_now: datetime | None = None) -> None:
@@ -380,6 +379,8 @@ class Capture:
         flat: dict[str, Any] = {}
         cfgs = self.config_files()
         if cfgs:
+            from rlhealth.sources.resolved_config import load_config_files, spec_facts  # yaml: ~20 ms, rarely needed
+
             flat, errors = load_config_files(cfgs)
             for path, err in errors:
                 self._problem(self._rel(path), "empty" if err == "empty" else "parse_error", None,
@@ -496,6 +497,9 @@ class Capture:
             return []
         if bad_utf8:
             self._problem(rel, "invalid_utf8", "B", "lines with invalid UTF-8", bad_utf8)
+        # imported here (~10 ms): a probe's log workers are already reading by then
+        from rlhealth.sources.nvidia_smi import GpuCsvParser, attach_apps, parse_compute_apps_csv
+
         parser = GpuCsvParser(job_id=self.info.job_id, host=host, source=self._source(rel, host=host))
         lines = text.split("\n")
         tail_cut = bool(lines and lines[-1].strip())
@@ -591,7 +595,11 @@ class Capture:
         (the embedded probe's worker processes run the same reader elsewhere): it returns an
         object whose `read()` yields exactly what `LogReader.read(final=True, ref_time=captured_at,
         fallback_time=fallback)` would, with the reader's counters set once it is exhausted
-        (`chunk_bytes`, `batch_lines`, `job_id`: `self.reader_params()`)."""
+        (`chunk_bytes`, `batch_lines`, `job_id`: `self.reader_params()`). When `open_log` also has
+        `prefetch(path, source, fallback)`, it is called first, before the small sources are parsed,
+        for the first file of each log that `open_log` will get with that path and source, so that
+        reading can start: `fallback` is the fallback time, or a callable giving it from the first
+        `open_log` call on (it depends on the small sources)."""
         self.problems = list(self._static)
         self.stats = CaptureStats()
         info = self.info
@@ -600,6 +608,29 @@ class Capture:
         chain = slurm.chain_legs(legs) if legs else []
         sacct_polls = (slurm.sacct_state_polls(legs, job_id=info.job_id, captured_at=info.captured_at,
                                                source=self._source("sacct.txt")) if legs else [])
+        log_files = self.log_files()
+        rels = [self._rel(f) for f in log_files]
+        # Every log file's reader stays suspended in the merge holding its current chunk (split
+        # into lines): share a fixed budget between them so RSS stays bounded.
+        self._chunk_bytes = chunk_bytes_for(len(log_files))
+        legs_by_id = slurm.leg_index(chain) if chain else slurm_leg_order(rels)
+        self._logs_have_lines = any(_size(f) > 0 for f in log_files)
+        groups = rotation_groups(list(zip(log_files, rels)))
+        self._mtimes: dict[Path, datetime] = {}
+        window: list[datetime] = []  # the window's start, once the small sources are parsed
+        prefetch = getattr(open_log, "prefetch", None)
+        if prefetch is not None:
+            # Readers that run elsewhere start now, while this process parses the small sources.
+            # A log's fallback time is known now unless its mtime is after captured_at: then it is
+            # the window's start, which `prefetch` gets as a callable valid from the first open_log.
+            for group in groups:
+                f, rel = group[0]
+                if is_packed(f.name) or _size(f) == 0:
+                    continue
+                mtime = self._mtime(f)
+                prefetch(f, source_for(rel, cluster=info.cluster, shipper=SHIPPER, leg_index=legs_by_id),
+                         mtime if mtime <= info.captured_at else functools.partial(window.__getitem__, 0))
+
         pods = self._pod_polls(state or sacct_polls)
         gpu = [self._gpu_polls(f) for f in self.gpu_files()]
         trials = self._trial_events()
@@ -607,18 +638,12 @@ class Capture:
         eager: list[list[EventBase]] = [state, sacct_polls, pods, *gpu, trials]  # type: ignore[list-item]
         firsts = [lst[0].event_time for lst in eager if lst]
         window_start = min(firsts) if firsts else info.captured_at
+        window.append(window_start)
 
-        log_files = self.log_files()
-        rels = [self._rel(f) for f in log_files]
-        # Every log file's reader stays suspended in the merge holding its current chunk (split
-        # into lines): share a fixed budget between them so RSS stays bounded.
-        self._chunk_bytes = chunk_bytes_for(len(log_files))
-        legs_by_id = slurm.leg_index(chain) if chain else slurm_leg_order(rels)
         iters: list[list[EventBase] | _Peeked] = [lst for lst in eager if lst]
-        self._logs_have_lines = any(_size(f) > 0 for f in log_files)
         unpacked = tempfile.TemporaryDirectory(prefix="rlhealth-capture-") if any(
             is_packed(f.name) for f in log_files) else None
-        for group in rotation_groups(list(zip(log_files, rels))):
+        for group in groups:
             it = self._rotated_log_iter(group, legs_by_id, window_start, open_log,
                                         Path(unpacked.name) if unpacked is not None else None)
             first = next(it, None)
@@ -658,10 +683,7 @@ class Capture:
             if last is not None:
                 fb_time = last
             else:
-                try:
-                    mtime = datetime.fromtimestamp(f.stat().st_mtime, UTC)
-                except OSError:
-                    mtime = info.captured_at
+                mtime = self._mtime(f)
                 fb_time = mtime if mtime <= info.captured_at else window_start
             # the stream keeps the compressed file's name: evidence offsets count the unpacked bytes
             src = source_for(rel, cluster=info.cluster, shipper=SHIPPER, leg_index=legs_by_id)
@@ -670,6 +692,18 @@ class Capture:
                 yield ev
             if readable is not f:
                 readable.unlink(missing_ok=True)  # unpacked files are read once: free the disk now
+
+
+    def _mtime(self, f: Path) -> datetime:
+        """A log's mtime, read once per `events()` (a prefetched reader and the merge agree on it)."""
+        got = self._mtimes.get(f)
+        if got is None:
+            try:
+                got = datetime.fromtimestamp(f.stat().st_mtime, UTC)
+            except OSError:
+                got = self.info.captured_at
+            self._mtimes[f] = got
+        return got
 
 
 def open_capture(path: Path | str, *, batch_lines: int = 500, prefilter: Classifier | None = None,

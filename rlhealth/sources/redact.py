@@ -155,9 +155,10 @@ class Redactor:
         if engine == "hyperscan":
             import hyperscan
 
-            db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-            db.compile(expressions=list(MARKERS), ids=list(range(len(MARKERS))), elements=len(MARKERS),
-                       flags=[0] * len(MARKERS))
+            from rlhealth.hscache import compile_database
+
+            db = compile_database(list(MARKERS), list(range(len(MARKERS))), [0] * len(MARKERS),
+                                  hyperscan.HS_MODE_BLOCK)
             self._db = db
             self._scratch = hyperscan.Scratch(db)
         elif engine == "re2":
