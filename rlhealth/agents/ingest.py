@@ -13,7 +13,7 @@ from datetime import datetime
 from rlhealth.agents import roles
 from rlhealth.agents.failures import BENIGN_EXCEPTIONS, failure_class_of, is_consequence
 from rlhealth.agents.findings import Finding
-from rlhealth.agents.fold_common import as_int, clip, epoch, finite_or_zero, note_signal, touch_role
+from rlhealth.agents.fold_common import as_int, clip, epoch, finite_or_zero, touch_role
 from rlhealth.agents.fold_engines import (
     GEN_HISTORY_BUCKET_S,
     engine_config,
@@ -30,6 +30,7 @@ from rlhealth.agents.normalize import (
     peel_prefixes,
     strip_ansi,
 )
+from rlhealth.agents.signal_tally import SignalTally
 from rlhealth.agents.signals import Catalog
 from rlhealth.agents.signatures import Classifier, LineMatch, Rule
 from rlhealth.agents.state import (
@@ -219,7 +220,17 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     # every matched line's prefixes and own timestamp in one pass (C when built): own_dt ==
     # line_timestamp(lines[m.index], now), m.text being lines[m.index] ANSI-stripped
     parsed = peel_and_stamp_batch([m.text for m in matches], now) if matches else ()
-    for m, pk_dt in zip(matches, parsed):
+
+    def make_ev(k: int, ts: float | None) -> Ev:
+        m = matches[k]
+        return Ev(ts, key, clip(m.text), m.rule.id, stream, offsets[m.index] if offsets is not None else None)
+
+    # the batch's note_signal calls, applied per signal at the end; an engine-stats line's Ev is built
+    # only if it is kept as evidence (`make_ev`)
+    tally = SignalTally(key, make_ev)
+    tally_calls = tally.calls_of
+    ev: Ev | None = None
+    for k, (m, pk_dt) in enumerate(zip(matches, parsed)):
         text = m.text
         rule = m.rule
         if m.index != index:
@@ -260,8 +271,6 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
         attempt = pa[1]
         if attempt is None:
             attempt = sched_attempt if ts is None or ends_by is None or ts > ends_by else attempt_at(state, ts)
-        offset = offsets[index] if offsets is not None else None
-        ev = Ev(ts, key, clip(text), rule.id, stream, offset)
         if ri[0] == "engine_stats" and ri[3]:
             f = m.fields
             if ts is not None:  # touch_role(state, roles.ENGINE, ts)
@@ -283,10 +292,19 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
                                finite_or_zero(f.get("prompt_tokens_per_s")), finite_or_zero(f.get("running")),
                                finite_or_zero(f.get("waiting")),
                                kv if type(kv := f.get("kv_cache_pct")) is float and kv - kv == 0.0 else kv_pct(f))
-            note_signal(state, rule.signal, ev, attempt, role)
+            calls = tally_calls(rule.signal)
+            calls.tss.append(ts)
+            calls.attempts.append(attempt)
+            calls.roles.append(role)
+            calls.evs.append(k)
+            ev = None
         else:
-            _apply_match(state, m, rest, prefixes, role, ts, ev, attempt, lines, batch, key, catalog, ri[0])
+            ev = Ev(ts, key, clip(text), rule.id, stream, offsets[index] if offsets is not None else None)
+            _apply_match(state, m, rest, prefixes, role, ts, ev, attempt, lines, batch, key, catalog, ri[0], tally)
         if ri[2]:
+            if ev is None:
+                ev = make_ev(k, ts)
+            offset = ev.offset
             if index > newest_context and _FATAL_CONTEXT_RE.search(text):
                 newest_context = index
             findings.append(Finding(
@@ -297,6 +315,7 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
                 ref={"file": batch.source.stream, "file_offset": offset, "batch_index": m.index,
                      "line_no": (batch.first_line_no + m.index) if batch.first_line_no is not None else None},
             ))
+    tally.flush(state)
     # Carry the traceback context over the batch boundary (matched lines only, so a reader that
     # decodes only matches and their look-back carries the same).
     ago = len(lines) - newest_context if newest_context >= 0 else (
@@ -344,7 +363,7 @@ def _line_time(lines: list[str], index: int, now: datetime, memo: dict,
 
 def _apply_match(state: JobHealth, m: LineMatch, rest: str, prefixes, role: str, ts: float | None, ev: Ev,
                  attempt: int | None, lines: list[str], batch: LogBatch, key: str, catalog: Catalog,
-                 effect: str) -> None:
+                 effect: str, tally: SignalTally) -> None:
     """Fold one matched line by its signal's declared `effect` (rules/signals.toml; "death" when
     the signal is not declared)."""
     rule = m.rule
@@ -377,12 +396,12 @@ def _apply_match(state: JobHealth, m: LineMatch, rest: str, prefixes, role: str,
         if ts is not None and (key in state.hang_streams or len(state.hang_streams) < MAX_RANKS):
             state.hang_streams[key] = max(ts, state.hang_streams.get(key, ts))
     if sig == "python_exception":
-        _python_exception(state, m, role, ts, ev, attempt, lines, key)
+        _python_exception(state, m, role, ts, ev, attempt, lines, key, tally)
         return
     if sig == "trainer_metrics_nonfinite":
         state.metrics.nonfinite += 1
         state.metrics.nonfinite_ev = ev
-    note_signal(state, sig, ev, attempt, role)
+    tally.note(sig, ts, ev, attempt, role)
 
 
 _RANK_RE = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]|\brank[ =:]+(\d+)", re.I)
@@ -406,13 +425,13 @@ def _rank_progress(state: JobHealth, f: dict, text: str, ts: float | None) -> No
 
 
 def _python_exception(state: JobHealth, m: LineMatch, role: str, ts: float | None, ev: Ev, attempt: int | None,
-                      lines: list[str], key: str) -> None:
+                      lines: list[str], key: str, tally: SignalTally) -> None:
     f = m.fields
     exc_type = str(f.get("exc_type") or "Exception")
     message = str(f.get("message") or "")
     short = exc_type.rsplit(".", 1)[-1]
     if short in BENIGN_EXCEPTIONS:
-        note_signal(state, "python_exception_benign", ev, attempt)
+        tally.note("python_exception_benign", ts, ev, attempt)
         return
     start = max(0, m.index - _TB_LOOKBACK)
     context = [strip_ansi(x) for x in lines[start: m.index]]
@@ -444,7 +463,7 @@ def _python_exception(state: JobHealth, m: LineMatch, role: str, ts: float | Non
             prev.fatal = prev.fatal or rec.fatal
     else:
         push_capped(tbs, rec, MAX_TRACEBACKS)
-    note_signal(state, "python_exception", ev, attempt, role)
+    tally.note("python_exception", ts, ev, attempt, role)
 
 
 
