@@ -81,6 +81,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "foldbatch.h" /* per-batch folds of matched lines (foldbatch.c) */
+
 static Py_ssize_t
 newline_count(const char *src, Py_ssize_t n)
 {
@@ -1412,6 +1414,7 @@ static PyMethodDef fl_methods[] = {
     {"utf8_valid", fl_utf8_valid, METH_O, "Whether bytes are well-formed UTF-8 (as Python's strict decoder)."},
     {"count_newlines", fl_count_newlines, METH_O, "data.count(b'\\n'), with memchr."},
     {"line_starts", fl_line_starts, METH_VARARGS, "(int64 array of line start offsets + base, longest line)."},
+    FOLDBATCH_METHODS
     {NULL, NULL, 0, NULL},
 };
 

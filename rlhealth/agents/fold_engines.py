@@ -3,8 +3,11 @@ generation history. Pure."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rlhealth.agents import roles
-from rlhealth.agents.fold_common import to_float
+from rlhealth.agents.bytescan import native_function
+from rlhealth.agents.fold_common import finite_or_zero, to_float
 from rlhealth.agents.state import (
     MAX_ENGINE_SAMPLES,
     MAX_ENGINES,
@@ -101,3 +104,46 @@ def engine_sample(eng: EngineState, ts: float, gen: float, prompt: float, runnin
     push_capped(eng.samples, (round(ts), gen, prompt, running, waiting, kv, 1), MAX_ENGINE_SAMPLES)
     eng.last_gen = gen
     eng.last_running = running
+
+
+def _sample_row(eng: EngineState, ts: float, f: dict) -> None:
+    """engine_sample of one stats line's fields (what engine_stats passes, the common cases first)."""
+    kv = f.get("kv_cache_pct")
+    engine_sample(eng, ts, finite_or_zero(f.get("generation_tokens_per_s")),
+                  finite_or_zero(f.get("prompt_tokens_per_s")), finite_or_zero(f.get("running")),
+                  finite_or_zero(f.get("waiting")), kv if type(kv) is float and kv - kv == 0.0 else kv_pct(f))
+
+
+def engine_fold_py(engs: list[EngineState], tss: list[float], fields: list[dict], start: int,
+                   gen_bucket: int | None, gen_bucket_s: int, engine_bucket_s: float, max_samples: int) -> int:
+    """Rows start, start + 1, ... (an engine, a line time, the line's fields) folded by `_sample_row` up to
+    the first that starts a new generation bucket (or any, while there is none): its index, else len(tss).
+    The twin of the C helper's engine_fold (rlhealth/_native/foldbatch.c), which may also leave a row of
+    unusual values to its caller; its bucket sizes and cap are this module's constants."""
+    for i in range(start, len(tss)):
+        ts = tss[i]
+        if gen_bucket is None or int(ts // gen_bucket_s) * gen_bucket_s > gen_bucket:
+            return i
+        _sample_row(engs[i], ts, fields[i])
+    return len(tss)
+
+
+_engine_fold: Callable[[list[EngineState], list[float], list[dict], int, int | None, int, float, int], int] = (
+    native_function("engine_fold") or engine_fold_py)
+
+
+def fold_engine_rows(state: JobHealth, engs: list[EngineState], tss: list[float], fields: list[dict]) -> None:
+    """A batch's engine stats lines of known engines and times, in order: as each line's
+    roll_gen_bucket (when its bucket is new) and `_sample_row` in turn, the run between two rolls
+    in one pass (C when built). Nothing else may touch the engines or the bucket between the lines."""
+    i, n = 0, len(tss)
+    while i < n:
+        i = _engine_fold(engs, tss, fields, i, state.gen_bucket, GEN_HISTORY_BUCKET_S, ENGINE_BUCKET_S,
+                         MAX_ENGINE_SAMPLES)
+        if i < n:  # a row the pass left: a new bucket, or values it leaves to Python
+            ts = tss[i]
+            gb = state.gen_bucket
+            if gb is None or int(ts // GEN_HISTORY_BUCKET_S) * GEN_HISTORY_BUCKET_S > gb:
+                roll_gen_bucket(state, ts)
+            _sample_row(engs[i], ts, fields[i])
+            i += 1

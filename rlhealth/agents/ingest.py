@@ -13,15 +13,8 @@ from datetime import datetime
 from rlhealth.agents import roles
 from rlhealth.agents.failures import BENIGN_EXCEPTIONS, failure_class_of, is_consequence
 from rlhealth.agents.findings import Finding
-from rlhealth.agents.fold_common import as_int, clip, epoch, finite_or_zero, touch_role
-from rlhealth.agents.fold_engines import (
-    GEN_HISTORY_BUCKET_S,
-    engine_config,
-    engine_sample,
-    engine_stats,
-    kv_pct,
-    roll_gen_bucket,
-)
+from rlhealth.agents.fold_common import as_int, clip, epoch, touch_role
+from rlhealth.agents.fold_engines import engine_config, engine_stats, fold_engine_rows
 from rlhealth.agents.fold_trainer import trainer_progress
 from rlhealth.agents.normalize import (
     line_timestamp,
@@ -39,6 +32,7 @@ from rlhealth.agents.state import (
     MAX_STEP_HISTORY,
     MAX_STREAMS,
     MAX_TRACEBACKS,
+    EngineState,
     Ev,
     JobHealth,
     StreamState,
@@ -230,6 +224,12 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     tally = SignalTally(key, make_ev)
     tally_calls = tally.calls_of
     ev: Ev | None = None
+    # engine stats lines of known engines and times, folded in order by fold_engine_rows (one pass per
+    # run between two 5-minute buckets, C when built): before a line that may add or evict an engine,
+    # and at the end (nothing else in a batch reads the engines or the generation bucket)
+    rows_eng: list[EngineState] = []
+    rows_ts: list[float] = []
+    rows_f: list[dict] = []
     for k, (m, pk_dt) in enumerate(zip(matches, parsed)):
         text = m.text
         rule = m.rule
@@ -283,15 +283,14 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
                 eid = pa[2][label] = roles.engine_identity(prefixes, label, engine_stream)
             eng = engines.get(eid)
             if eng is None or ts is None:
+                if rows_ts:  # the engines as the lines before left them (an engine may be evicted)
+                    fold_engine_rows(state, rows_eng, rows_ts, rows_f)
+                    rows_eng, rows_ts, rows_f = [], [], []
                 engine_stats(state, f, prefixes, ts, batch, key)  # a new engine (may evict one), or no time
             else:
-                gb = state.gen_bucket
-                if gb is None or int(ts // GEN_HISTORY_BUCKET_S) * GEN_HISTORY_BUCKET_S > gb:
-                    roll_gen_bucket(state, ts)
-                engine_sample(eng, ts, finite_or_zero(f.get("generation_tokens_per_s")),
-                               finite_or_zero(f.get("prompt_tokens_per_s")), finite_or_zero(f.get("running")),
-                               finite_or_zero(f.get("waiting")),
-                               kv if type(kv := f.get("kv_cache_pct")) is float and kv - kv == 0.0 else kv_pct(f))
+                rows_eng.append(eng)
+                rows_ts.append(ts)
+                rows_f.append(f)
             calls = tally_calls(rule.signal)
             calls.tss.append(ts)
             calls.attempts.append(attempt)
@@ -299,6 +298,9 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
             calls.evs.append(k)
             ev = None
         else:
+            if ri[0] == "engine_stats" and rows_ts:
+                fold_engine_rows(state, rows_eng, rows_ts, rows_f)
+                rows_eng, rows_ts, rows_f = [], [], []
             ev = Ev(ts, key, clip(text), rule.id, stream, offsets[index] if offsets is not None else None)
             _apply_match(state, m, rest, prefixes, role, ts, ev, attempt, lines, batch, key, catalog, ri[0], tally)
         if ri[2]:
@@ -315,6 +317,8 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
                 ref={"file": batch.source.stream, "file_offset": offset, "batch_index": m.index,
                      "line_no": (batch.first_line_no + m.index) if batch.first_line_no is not None else None},
             ))
+    if rows_ts:
+        fold_engine_rows(state, rows_eng, rows_ts, rows_f)
     tally.flush(state)
     # Carry the traceback context over the batch boundary (matched lines only, so a reader that
     # decodes only matches and their look-back carries the same).
