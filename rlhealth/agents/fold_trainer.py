@@ -16,11 +16,33 @@ from rlhealth.agents.state import (
     MAX_TIMERS,
     Ev,
     JobHealth,
+    TrainerState,
     push_capped,
 )
 
 
-def trainer_progress(state: JobHealth, sig: str, f: dict, ts: float | None, ev: Ev) -> None:
+class LatestProgress:
+    """A batch's newest progress line: `trainer_progress` notes it here and `apply` writes it to the
+    trainer at the batch's end (nothing else reads last_progress_ts), so the line's Ev is built once
+    (`make_ev(k, ts)`, k standing for the line) instead of per progress line."""
+
+    __slots__ = ("ts", "k")
+
+    def __init__(self, tr: TrainerState) -> None:
+        self.ts = tr.last_progress_ts
+        self.k = -1
+
+    def apply(self, tr: TrainerState, make_ev: Callable[[int, float | None], Ev]) -> None:
+        if self.k >= 0:
+            ev = make_ev(self.k, self.ts)
+            tr.last_progress_ts = self.ts
+            tr.last_progress_text = ev.text
+            tr.last_progress_source = ev.source
+
+
+def trainer_progress(state: JobHealth, sig: str, f: dict, ts: float | None, k: int,
+                     make_ev: Callable[[int, float | None], Ev], latest: LatestProgress) -> None:
+    """Fold one progress line (k: the line, as `make_ev` knows it); the newest progress line goes to `latest`."""
     tr = state.trainer
     touch_role(state, roles.TRAINER, ts)
     if sig == "trainer_step":
@@ -28,10 +50,9 @@ def trainer_progress(state: JobHealth, sig: str, f: dict, ts: float | None, ev: 
         if step is not None and tr.last_step is not None and step <= tr.last_step:
             # A restarted process re-printing the same step is not progress.
             return
-    if ts is not None and (tr.last_progress_ts is None or ts >= tr.last_progress_ts):
-        tr.last_progress_ts = ts
-        tr.last_progress_text = ev.text
-        tr.last_progress_source = ev.source
+    if ts is not None and (latest.ts is None or ts >= latest.ts):
+        latest.ts = ts
+        latest.k = k
     if sig == "timer_start":
         name = str(f.get("name", ""))
         if ts is not None and name:
@@ -60,7 +81,7 @@ def trainer_progress(state: JobHealth, sig: str, f: dict, ts: float | None, ev: 
             tr.last_step = step if tr.last_step is None else max(tr.last_step, step)
             training_time.note_step(state.clock, ts, step)
     elif sig == "trainer_metrics":
-        _trainer_metrics(state, f, ts, ev)
+        _trainer_metrics(state, f, ts, k, make_ev)
 
 
 # Unquoted "key:value" (verl " - actor/entropy:0.5") and "key: value |" (Megatron "lm loss: 2.1E+00 |").
@@ -105,7 +126,8 @@ def _metric_key(key: str) -> tuple[str | None, bool]:
     return info
 
 
-def _trainer_metrics(state: JobHealth, f: dict, ts: float | None, ev: Ev) -> None:
+def _trainer_metrics(state: JobHealth, f: dict, ts: float | None, k: int,
+                     make_ev: Callable[[int, float | None], Ev]) -> None:
     """Loss, grad norm and entropy from WANDB_MIRROR JSON or SkyRL's printed stats dict (both key: number)."""
     raw = f.get("metrics")
     step = as_int(f.get("step"))
@@ -139,7 +161,7 @@ def _trainer_metrics(state: JobHealth, f: dict, ts: float | None, ev: Ev) -> Non
             if loss_or_grad and not nonfinite_line:
                 nonfinite_line = True  # one line is one occurrence, however many fields it makes NaN
                 hist.nonfinite += 1
-                hist.nonfinite_ev = ev
+                hist.nonfinite_ev = make_ev(k, ts)
             continue
         if kind is None or kind in seen:
             continue  # one value per kind per line (the first is the headline one)

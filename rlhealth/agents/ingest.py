@@ -8,6 +8,7 @@ last line of each batch.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
 
 from rlhealth.agents import roles
@@ -15,7 +16,7 @@ from rlhealth.agents.failures import BENIGN_EXCEPTIONS, failure_class_of, is_con
 from rlhealth.agents.findings import Finding
 from rlhealth.agents.fold_common import as_int, clip, epoch, touch_role
 from rlhealth.agents.fold_engines import engine_config, engine_stats, fold_engine_rows
-from rlhealth.agents.fold_trainer import trainer_progress
+from rlhealth.agents.fold_trainer import LatestProgress, trainer_progress
 from rlhealth.agents.normalize import (
     line_timestamp,
     line_timestamp_seen,
@@ -230,6 +231,7 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     rows_eng: list[EngineState] = []
     rows_ts: list[float] = []
     rows_f: list[dict] = []
+    latest = LatestProgress(state.trainer)  # the batch's newest progress line, written at its end
     for k, (m, pk_dt) in enumerate(zip(matches, parsed)):
         text = m.text
         rule = m.rule
@@ -297,12 +299,27 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
             calls.roles.append(role)
             calls.evs.append(k)
             ev = None
+        elif ri[0] == "progress" and ri[3]:
+            # trainer progress lines (most of a dense trainer log), without _apply_match's dispatch and
+            # with their Ev built only when kept: what _apply_match does for them
+            if ts is not None:  # touch_role(state, role, ts)
+                prev = role_last_ts.get(role)
+                if prev is None or ts > prev:
+                    role_last_ts[role] = ts
+            trainer_progress(state, rule.signal, m.fields, ts, k, make_ev, latest)
+            calls = tally_calls(rule.signal)
+            calls.tss.append(ts)
+            calls.attempts.append(attempt)
+            calls.roles.append(role)
+            calls.evs.append(k)
+            ev = None
         else:
             if ri[0] == "engine_stats" and rows_ts:
                 fold_engine_rows(state, rows_eng, rows_ts, rows_f)
                 rows_eng, rows_ts, rows_f = [], [], []
             ev = Ev(ts, key, clip(text), rule.id, stream, offsets[index] if offsets is not None else None)
-            _apply_match(state, m, rest, prefixes, role, ts, ev, attempt, lines, batch, key, catalog, ri[0], tally)
+            _apply_match(state, m, rest, prefixes, role, ts, ev, attempt, lines, batch, key, catalog, ri[0], tally,
+                         k, make_ev, latest)
         if ri[2]:
             if ev is None:
                 ev = make_ev(k, ts)
@@ -319,6 +336,7 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
             ))
     if rows_ts:
         fold_engine_rows(state, rows_eng, rows_ts, rows_f)
+    latest.apply(state.trainer, make_ev)
     tally.flush(state)
     # Carry the traceback context over the batch boundary (matched lines only, so a reader that
     # decodes only matches and their look-back carries the same).
@@ -367,7 +385,8 @@ def _line_time(lines: list[str], index: int, now: datetime, memo: dict,
 
 def _apply_match(state: JobHealth, m: LineMatch, rest: str, prefixes, role: str, ts: float | None, ev: Ev,
                  attempt: int | None, lines: list[str], batch: LogBatch, key: str, catalog: Catalog,
-                 effect: str, tally: SignalTally) -> None:
+                 effect: str, tally: SignalTally, k: int, make_ev: Callable[[int, float | None], Ev],
+                 latest: LatestProgress) -> None:
     """Fold one matched line by its signal's declared `effect` (rules/signals.toml; "death" when
     the signal is not declared)."""
     rule = m.rule
@@ -378,7 +397,7 @@ def _apply_match(state: JobHealth, m: LineMatch, rest: str, prefixes, role: str,
     if effect == "engine_stats":
         engine_stats(state, f, prefixes, ts, batch, key)
     elif effect == "progress":
-        trainer_progress(state, sig, f, ts, ev)
+        trainer_progress(state, sig, f, ts, k, make_ev, latest)
     elif effect == "weight_sync":
         if sig == "weight_sync_start":
             state.trainer.in_weight_sync_since = ts
