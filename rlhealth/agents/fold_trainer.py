@@ -101,29 +101,48 @@ _METRIC_PAIR_RE = re.compile(r"""['"]([\w/.\-]+)['"]\s*:\s*"""
 _STEP_TIME_KEYS = frozenset({"timing_s/step", "timing/step", "time/step", "step_time", "train/step_time"})
 
 
-def _step_time(pairs: list[tuple[str, str]]) -> float | None:
-    for key, value in pairs:
-        if key.lower() in _STEP_TIME_KEYS:
-            v = float(value.replace("Infinity", "inf"))
-            return v if math.isfinite(v) else None
-    return None
+# What a metric line's keys ask of it, by the tuple of its keys (a trainer prints the same keys on every
+# line): the index of its first step-time pair (-1: none), and (index, kind, non-finite alarm) of each pair
+# whose metric is kept or watched, in order (the others are skipped whatever their value).
+_Plan = tuple[int, tuple[tuple[int, str | None, bool], ...]]
+_PLANS: dict[tuple[str, ...], _Plan] = {}
 
 
-_METRIC_KEYS: dict[str, tuple[str | None, bool]] = {}
+def _plan_of(pairs: list[tuple[str, str]]) -> _Plan:
+    keys = tuple([key for key, _ in pairs])
+    plan = _PLANS.get(keys)
+    if plan is None:
+        step_time = next((i for i, key in enumerate(keys) if key.lower() in _STEP_TIME_KEYS), -1)
+        watched = []
+        for i, key in enumerate(keys):
+            kind, loss_or_grad = _metric_key(key)
+            if kind is not None or loss_or_grad:
+                watched.append((i, kind, loss_or_grad))
+        plan = (step_time, tuple(watched))
+        if len(_PLANS) >= 1024:
+            _PLANS.clear()
+        _PLANS[keys] = plan
+    return plan
+
+
+def _step_time(pairs: list[tuple[str, str]], plan: _Plan) -> float | None:
+    """The first step-time pair's value, when finite."""
+    i = plan[0]
+    if i < 0:
+        return None
+    v = float(pairs[i][1].replace("Infinity", "inf"))
+    return v if math.isfinite(v) else None
 
 
 def _metric_key(key: str) -> tuple[str | None, bool]:
     """(the history a metric name feeds: loss, grad_norm, entropy or None; whether a non-finite value
-    of it is an alarm), memoised: trainers print the same names on every line."""
+    of it is an alarm); a line's plan (`_plan_of`) holds them for its keys."""
     lk = key.lower().replace(" ", "_")
     kind = ("loss" if (lk.endswith("policy_loss") or lk in ("final_loss", "loss", "lm_loss") or lk.endswith("/loss")
                        or lk.endswith("pg_loss"))
             else "grad_norm" if "grad_norm" in lk
             else "entropy" if lk.endswith("entropy") else None)
-    info = (kind, "loss" in lk or "grad" in lk)
-    if len(_METRIC_KEYS) < 4096:
-        _METRIC_KEYS[key] = info
-    return info
+    return kind, "loss" in lk or "grad" in lk
 
 
 def _trainer_metrics(state: JobHealth, f: dict, ts: float | None, k: int,
@@ -134,14 +153,15 @@ def _trainer_metrics(state: JobHealth, f: dict, ts: float | None, k: int,
     # quoted pairs need a quote: verl's and Megatron's lines skip that search (a substring test is ~free)
     pairs = (("'" in raw or '"' in raw) and _METRIC_PAIR_RE.findall(raw) or _bare_pairs(raw)) \
         if isinstance(raw, str) else []
+    plan = _plan_of(pairs)
     if step is not None and ts is not None:
         tr = state.trainer
         if tr.last_step is None or step > tr.last_step:
             push_capped(tr.step_ts, (ts, step), MAX_STEP_HISTORY)
             tr.last_step = step
-            training_time.note_step(state.clock, ts, step, _step_time(pairs))
+            training_time.note_step(state.clock, ts, step, _step_time(pairs, plan))
         elif step == tr.last_step and state.clock.untimed_from is not None \
-                and (duration := _step_time(pairs)) is not None:
+                and (duration := _step_time(pairs, plan)) is not None:
             # the step line came first and moved the frontier without time passing (unstamped)
             training_time.note_duration(state.clock, step, duration)
     if not isinstance(raw, str) or ts is None:
@@ -149,14 +169,8 @@ def _trainer_metrics(state: JobHealth, f: dict, ts: float | None, k: int,
     hist = state.metrics
     seen: set[str] = set()
     nonfinite_line = False
-    for key, value in pairs:
-        info = _METRIC_KEYS.get(key)
-        if info is None:
-            info = _metric_key(key)
-        kind, loss_or_grad = info
-        if kind is None and not loss_or_grad:
-            continue  # neither kept nor a non-finite alarm, whatever its value
-        v = float(value.replace("Infinity", "inf"))
+    for i, kind, loss_or_grad in plan[1]:  # only the pairs kept or watched for non-finite values, in order
+        v = float(pairs[i][1].replace("Infinity", "inf"))
         if not math.isfinite(v):
             if loss_or_grad and not nonfinite_line:
                 nonfinite_line = True  # one line is one occurrence, however many fields it makes NaN
