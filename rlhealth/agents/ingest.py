@@ -24,7 +24,7 @@ from rlhealth.agents.normalize import (
     peel_prefixes,
     strip_ansi,
 )
-from rlhealth.agents.signal_tally import SignalTally
+from rlhealth.agents.signal_tally import SignalCalls, SignalTally
 from rlhealth.agents.signals import Catalog
 from rlhealth.agents.signatures import Classifier, LineMatch, Rule
 from rlhealth.agents.state import (
@@ -192,7 +192,7 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     # Per batch, what depends only on the rule (its declaration) or only on a line's prefixes (role,
     # attempt: the scheduler's attempt and the batch's source do not change within a batch); most
     # matched lines of dense logs share both with many others.
-    by_rule: dict[str, tuple[str, str | None, bool, bool]] = {}
+    by_rule: dict[str, tuple[str, str | None, bool, bool, SignalCalls | None]] = {}
     # (role, attempt, engine id by engine label) per prefixes tuple
     by_prefixes: dict[tuple, tuple[str | None, int | None, dict[str | None, str]]] = {}
     no_ts = prev_stream_ts if prev_stream_ts is not None else batch_ts
@@ -223,7 +223,6 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     # the batch's note_signal calls, applied per signal at the end; an engine-stats line's Ev is built
     # only if it is kept as evidence (`make_ev`)
     tally = SignalTally(key, make_ev)
-    tally_calls = tally.calls_of
     ev: Ev | None = None
     # engine stats lines of known engines and times, folded in order by fold_engine_rows (one pass per
     # run between two 5-minute buckets, C when built): before a line that may add or evict an engine,
@@ -260,10 +259,14 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
         ri = by_rule.get(rule.id)
         if ri is None:
             decl = catalog.signals.get(rule.signal)
-            ri = by_rule[rule.id] = (decl.effect if decl is not None else "death",
-                                     decl.role if decl is not None and decl.role in roles.ROLES else None,
-                                     rule.kind in FINDING_KINDS,
-                                     rule.signal not in ("python_exception", "trainer_metrics_nonfinite"))
+            effect = decl.effect if decl is not None else "death"
+            plain = rule.signal not in ("python_exception", "trainer_metrics_nonfinite")
+            # the tally's calls of a rule the loop notes itself (engine stats, progress): this very line
+            # is noted below, so the signal's place among the batch's first calls is kept
+            ri = by_rule[rule.id] = (effect, decl.role if decl is not None and decl.role in roles.ROLES else None,
+                                     rule.kind in FINDING_KINDS, plain,
+                                     tally.calls_of(rule.signal)
+                                     if plain and effect in ("engine_stats", "progress") else None)
         pa = by_prefixes.get(prefixes)
         if pa is None:
             pa = by_prefixes[prefixes] = (roles.role_of_prefixes(prefixes), _named_attempt(batch, prefixes), {})
@@ -293,7 +296,8 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
                 rows_eng.append(eng)
                 rows_ts.append(ts)
                 rows_f.append(f)
-            calls = tally_calls(rule.signal)
+            calls = ri[4]
+            assert calls is not None
             calls.tss.append(ts)
             calls.attempts.append(attempt)
             calls.roles.append(role)
@@ -307,7 +311,8 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
                 if prev is None or ts > prev:
                     role_last_ts[role] = ts
             trainer_progress(state, rule.signal, m.fields, ts, k, make_ev, latest)
-            calls = tally_calls(rule.signal)
+            calls = ri[4]
+            assert calls is not None
             calls.tss.append(ts)
             calls.attempts.append(attempt)
             calls.roles.append(role)

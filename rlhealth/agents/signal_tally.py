@@ -23,7 +23,7 @@ from rlhealth.agents.state import MAX_EVIDENCE_PER_SIGNAL, MAX_SIGNALS, Ev, JobH
 _MAX_ATTEMPTS = 16  # what note_signal keeps of a signal's attempts
 
 
-class _Calls:
+class SignalCalls:
     """One signal's calls, in order: times, attempts, roles, and each call's Ev or the int standing for it."""
 
     __slots__ = ("tss", "attempts", "roles", "evs")
@@ -45,19 +45,19 @@ class SignalTally:
     def __init__(self, source: str, make_ev: Callable[[int, float | None], Ev]) -> None:
         self.source = source
         self.make_ev = make_ev
-        self._calls: dict[str, _Calls] = {}
+        self._calls: dict[str, SignalCalls] = {}
 
-    def calls_of(self, signal: str) -> _Calls:
+    def calls_of(self, signal: str) -> SignalCalls:
         """The pending calls of `signal` (callers append to its four lists together, in call order)."""
         c = self._calls.get(signal)
         if c is None:
-            c = self._calls[signal] = _Calls()
+            c = self._calls[signal] = SignalCalls()
         return c
 
     def note(self, signal: str, ts: float | None, ev: Ev | int, attempt: int | None, role: str = "") -> None:
         c = self._calls.get(signal)
         if c is None:
-            c = self._calls[signal] = _Calls()
+            c = self._calls[signal] = SignalCalls()
         c.tss.append(ts)
         c.attempts.append(attempt)
         c.roles.append(role)
@@ -75,7 +75,7 @@ class SignalTally:
         self._calls.clear()
 
 
-def _apply(stat: SignalStat, c: _Calls, source: str, make_ev: Callable[[int, float | None], Ev]) -> None:
+def _apply(stat: SignalStat, c: SignalCalls, source: str, make_ev: Callable[[int, float | None], Ev]) -> None:
     tss = c.tss
     n = len(tss)
     if not n:
@@ -95,7 +95,7 @@ def _apply(stat: SignalStat, c: _Calls, source: str, make_ev: Callable[[int, flo
     _apply_in_order(stat, c, source, make_ev)
 
 
-def _apply_timed(stat: SignalStat, c: _Calls, source: str, make_ev: Callable[[int, float | None], Ev]) -> None:
+def _apply_timed(stat: SignalStat, c: SignalCalls, source: str, make_ev: Callable[[int, float | None], Ev]) -> None:
     """Every call timed, the evidence already full, one role: the calls' effect from min/max alone.
 
     * first/last time: the min/max of the old ones and the calls' (ties keep the earlier, as < and >);
@@ -123,7 +123,7 @@ def _apply_timed(stat: SignalStat, c: _Calls, source: str, make_ev: Callable[[in
             stat.role = role
 
 
-def _apply_in_order(stat: SignalStat, c: _Calls, source: str, make_ev: Callable[[int, float | None], Ev]) -> None:
+def _apply_in_order(stat: SignalStat, c: SignalCalls, source: str, make_ev: Callable[[int, float | None], Ev]) -> None:
     """note_signal's steps call by call, the latest evidence slot's Ev built once at the end."""
     first, last = stat.first_ts, stat.last_ts
     evidence = stat.evidence
