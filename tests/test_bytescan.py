@@ -691,3 +691,36 @@ def test_bare_pairs_is_the_regex_findall(text: str) -> None:
     from rlhealth.agents import fold_trainer
 
     assert bytescan.native_function("bare_pairs")(text) == fold_trainer._BARE_PAIR_RE.findall(text)  # type: ignore[misc]
+
+
+# -- number_of: fields_of's int() / float() of short ASCII numbers without a copy ----------------------------------
+
+_DIGITS = st.text(alphabet="0123456789", max_size=30)
+
+
+@needs_native
+@FAST
+@given(st.one_of(
+    st.tuples(_DIGITS, st.sampled_from([".", ""]), _DIGITS).map("".join),
+    st.tuples(st.text(alphabet="0", max_size=25), st.sampled_from(["", "."]), st.text(alphabet="0", max_size=25),
+              st.text(alphabet="0123456789", min_size=1, max_size=17)).map("".join),
+    st.floats(min_value=0, allow_nan=False, allow_infinity=False).map(lambda f: f"{f:.{abs(hash(f)) % 25}f}"),
+    st.text(alphabet="0123456789.x-e٣", max_size=12)))
+@example("2914.5")
+@example("0.1")
+@example("9007199254740993.0")  # 2**53 + 1: more than 15 significant digits, the slow path
+@example("123456789012345.6")  # 16 significant digits
+@example("12345678901234.5")  # 15: the division
+@example("0.0000000000000000000001")  # 22 after the dot
+@example("0.00000000000000000000001")  # 23
+@example("999999999999999999")  # 18 digits
+@example("9999999999999999999")  # 19
+@example(".5")
+@example("5.")
+@example(".")
+@example("")
+def test_number_of_native_equals_python(s: str) -> None:
+    native = bytescan.native_function("number_of")
+    assert native is not None
+    got, want = native(s), bytescan.number_of_py(s)
+    assert type(got) is type(want) and repr(got) == repr(want), (s, got, want)

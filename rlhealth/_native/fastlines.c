@@ -82,6 +82,7 @@
 #include <string.h>
 
 #include "foldbatch.h" /* per-batch folds of matched lines (foldbatch.c) */
+#include "numconv.h"   /* the number conversion of extracted fields (numconv.c) */
 
 static Py_ssize_t
 newline_count(const char *src, Py_ssize_t n)
@@ -371,10 +372,8 @@ fields_from_values(PyObject *values, PyObject *plan, PyObject *convert, PyObject
             conv = PyObject_CallFunctionObjArgs(convert_size, name, v, NULL);
         } else {
             int shape = number_shape(v);
-            if (shape == 1)
-                conv = PyLong_FromUnicodeObject(v, 10);
-            else if (shape == 2)
-                conv = PyFloat_FromString(v);
+            if (shape == 1 || shape == 2)
+                conv = number_from_ascii(v, shape); /* int(v) / float(v), short ones without a copy (numconv.c) */
             else
                 conv = PyObject_CallOneArg(convert, v);
         }
@@ -1415,6 +1414,7 @@ static PyMethodDef fl_methods[] = {
     {"count_newlines", fl_count_newlines, METH_O, "data.count(b'\\n'), with memchr."},
     {"line_starts", fl_line_starts, METH_VARARGS, "(int64 array of line start offsets + base, longest line)."},
     FOLDBATCH_METHODS
+    NUMCONV_METHODS
     {NULL, NULL, 0, NULL},
 };
 
