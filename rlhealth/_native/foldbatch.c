@@ -19,6 +19,14 @@
 
 #include <math.h>
 
+/* The running means must round as Python's float arithmetic does, one rounding per operation: no fused
+ * multiply-add (GCC contracts a * b + c across statements by default when the target has FMA). */
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
 static PyObject *s_last_ts, *s_samples, *s_last_gen, *s_last_running;
 static PyObject *k_gen, *k_prompt, *k_running, *k_waiting, *k_kv_pct, *k_kv_frac;
 
