@@ -30,7 +30,7 @@ PYTEST_ARGS ?=
 setup: $(STAMP)
 
 # Reinstall when the dependency declarations or the native helper change (pip builds it, see pyproject).
-$(STAMP): pyproject.toml constraints.txt rlhealth/_native/fastlines.c
+$(STAMP): pyproject.toml constraints.txt $(wildcard rlhealth/_native/*.c rlhealth/_native/*.h)
 	@if [ ! -x "$(PY)" ]; then \
 	  if [ -z "$(PYTHON)" ]; then echo "make setup: need python >= 3.11 (set PYTHON=...)" >&2; exit 1; fi; \
 	  echo "creating $(VENV) with $(PYTHON)"; \

@@ -280,6 +280,7 @@ def rebalance(bootstrap: str, args: argparse.Namespace) -> dict[str, float]:
             raise SystemExit(f"{what}: ownership did not settle in 300s")
 
         started = time.monotonic()
+        print(f"{datetime.now(UTC):%H:%M:%S.%f} UTC: worker b starts", flush=True)
         b = Worker("b", bootstrap, catalog, args.tick_secs)
         out["join_s"] = settle([a, b], started, "join (worker b started)")
         twice_max = unowned_max = 0
@@ -298,17 +299,23 @@ def rebalance(bootstrap: str, args: argparse.Namespace) -> dict[str, float]:
               f"workers, at most {unowned_max} by neither", flush=True)
 
         started = time.monotonic()
+        print(f"{datetime.now(UTC):%H:%M:%S.%f} UTC: worker b stops", flush=True)
         b.stop()
         out["leave_s"] = settle([a], started, "leave (worker b stopped)")
         stop.set()
         refresher.join(30)
         time.sleep(args.tick_secs * 2)  # the last verdicts out
         dup = defaultdict(set)
+        calls: dict[tuple[str, int], list[str]] = defaultdict(list)
         for v in read_verdicts(bootstrap, catalog.verdicts, dedupe=False):
             dup[(v.job_id, v.seq)].add(v.produced_at)
-        out["dup_seq_jobs"] = len({job for (job, _seq), seen in dup.items() if len(seen) > 1})
+            calls[(v.job_id, v.seq)].append(f"{v.produced_at:%H:%M:%S.%f} {v.verdict}")
+        twice = sorted(key for key, seen in dup.items() if len(seen) > 1)
+        out["dup_seq_jobs"] = len({job for job, _seq in twice})
         print(f"verdict topic: {len(dup)} (job, seq) pairs, {out['dup_seq_jobs']:.0f} jobs with two verdicts (judged at "
               "different times) under one seq", flush=True)
+        for key in twice[:3]:  # what the duplicates were, against the join and leave times above
+            print(f"  {key[0]} seq={key[1]}: {'; '.join(calls[key])}", flush=True)
         return out
     finally:
         stop.set()

@@ -1,6 +1,6 @@
 from collections.abc import Callable, Sequence
 
-# Types of the optional C helper built from rlhealth/_native/fastlines.c (for type checkers only).
+# Types of the optional C helper built from rlhealth/_native/*.c (for type checkers only).
 # Every function takes bytes only (no other buffer type); agents/bytescan.py holds the Python twins.
 
 def strip_ansi(data: bytes, /) -> bytes: ...

@@ -1,4 +1,4 @@
-"""The native byte passes (rlhealth/_native/fastlines.c) equal their pure-Python twins, and the fast
+"""The native byte passes (rlhealth/_native/*.c) equal their pure-Python twins, and the fast
 paths in normalize (flat Ray-prefix regex, ``:MM:`` precheck, memos) give the slow paths' answers."""
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def test_native_extension_is_built_when_a_compiler_exists() -> None:
     assert bytescan.strip_ansi_bytes is _fastlines.strip_ansi
     assert bytescan.utf8_valid is _fastlines.utf8_valid
     assert bytescan.count_newlines is _fastlines.count_newlines
-    # a stale build (from an older fastlines.c) falls back to the twin at import; here it must not
+    # a stale build (from older rlhealth/_native sources) falls back to the twin at import; here it must not
     assert bytescan.fields_of is _fastlines.fields_of, "rlhealth._fastlines is stale: rebuild it"
     assert bytescan.fields_batch is _fastlines.fields_batch, "rlhealth._fastlines is stale: rebuild it"
     assert bytescan.fields_batch_vllm_v1 is _fastlines.fields_batch_vllm_v1, "rlhealth._fastlines is stale: rebuild it"

@@ -156,6 +156,20 @@ def test_ensure_topics_is_idempotent_and_refuses_other_partition_counts(kafka_bo
 
 
 @pytest.mark.kafka
+def test_changelogs_are_created_compacted_and_listed_before_the_worker_joins(kafka_bootstrap, topic_prefix):
+    from rlhealth.sinks.kafka import TopicMismatchError, describe_topics, ensure_changelogs
+
+    names = [f"{topic_prefix}app-job_health-changelog", f"{topic_prefix}app-verdict_book-changelog"]
+    assert ensure_changelogs(kafka_bootstrap, names, 6) == {n: "created" for n in names}
+    infos = {i.name: i for i in describe_topics(kafka_bootstrap, prefix=topic_prefix)}
+    assert {n: (infos[n].partitions, infos[n].config.get("cleanup.policy")) for n in names} == {
+        n: (6, "compact") for n in names}
+    assert ensure_changelogs(kafka_bootstrap, names, 6) == {n: "exists" for n in names}
+    with pytest.raises(TopicMismatchError, match="partition count"):
+        ensure_changelogs(kafka_bootstrap, names, 4)
+
+
+@pytest.mark.kafka
 def test_topics_cli_create_and_list(kafka_bootstrap, topic_prefix):
     from rlhealth.cli import main
     from rlhealth.sinks.kafka import admin_client

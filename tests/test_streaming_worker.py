@@ -330,6 +330,9 @@ def test_two_workers_split_the_jobs_after_a_rebalance(kafka_bootstrap, catalog, 
             both = {**{k: v for k, v in a.metrics().items() if "trials_completed" in k},
                     **{k: v for k, v in b.metrics().items() if "trials_completed" in k}}
             assert all(v == 2.0 for v in both.values()), both  # state moved with the partition
+            # both tables' changelogs came with the event partitions (a verdict book not restored
+            # restarts the job's seq at 1)
+            assert [w.metrics().get("rlhealth_changelogs_unassigned_total", -1) for w in (a, b)] == [0, 0]
     verdicts = list(read_verdicts(kafka_bootstrap, catalog.verdicts, dedupe=False))
     per_job: dict[str, list[int]] = {}
     for v in verdicts:

@@ -15,7 +15,7 @@
  *       float). Twin: fold_engines.engine_fold_py (which leaves only the rolls); tests/test_engine_fold.py
  *       holds fold_engines.fold_engine_rows equal with either on generated rows.
  */
-#include "foldbatch.h"
+#include "fastlines.h"
 
 #include <math.h>
 

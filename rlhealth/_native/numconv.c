@@ -1,4 +1,4 @@
-/* The number conversion of extracted fields, for rlhealth._fastlines (the method table is in fastlines.c).
+/* The number conversion of extracted fields, for rlhealth._fastlines (declared in fastlines.h, listed in fastlines.c's method table).
  *
  * fields_of turns a field of ASCII digits into int(v) and one of digits with a single '.' into float(v);
  * PyLong_FromUnicodeObject and PyFloat_FromString first copy the text into a new ASCII buffer. The short
@@ -12,9 +12,7 @@
  *       What fields_of makes of s with how 2 when s is of those two shapes, else None (for the tests:
  *       twin bytescan.number_of_py).
  */
-#include "numconv.h"
-
-#include <stdint.h>
+#include "fastlines.h"
 
 static const double exact_pow10[23] = {
     1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
@@ -22,7 +20,7 @@ static const double exact_pow10[23] = {
 };
 
 PyObject *
-number_from_ascii(PyObject *v, int shape)
+fl_number_from_ascii(PyObject *v, int shape)
 {
     const unsigned char *s = PyUnicode_1BYTE_DATA(v);
     Py_ssize_t n = PyUnicode_GET_LENGTH(v);
@@ -70,8 +68,8 @@ fl_number_of(PyObject *self, PyObject *arg)
             Py_RETURN_NONE;
     }
     if (dots == 0)
-        return number_from_ascii(arg, 1);
+        return fl_number_from_ascii(arg, 1);
     if (dots == 1 && n >= 2)
-        return number_from_ascii(arg, 2);
+        return fl_number_from_ascii(arg, 2);
     Py_RETURN_NONE;
 }

@@ -1,6 +1,6 @@
 """Byte-level passes over blocks of log lines, each with a native fast path.
 
-The C versions (rlhealth/_native/fastlines.c, built by `pip install` when a compiler is present)
+The C versions (rlhealth/_native/, built by `pip install` when a compiler is present)
 do one memchr-driven pass and allocate nothing per line; the Python versions here give identical
 results (tests hold the two equal on fuzzed input) and are used when the extension is missing.
 `NATIVE` says which are in use; ``RLHEALTH_NATIVE=0`` in the environment forces the Python ones.
@@ -171,7 +171,7 @@ if _native is not None:
     utf8_valid: Callable[[bytes], bool] = _native.utf8_valid
     count_newlines: Callable[[bytes], int] = _native.count_newlines
     _native_line_starts: Callable[[bytes, int], tuple[bytes, int]] = _native.line_starts
-    # a helper built from an older fastlines.c (a stale in-place build) lacks fields_of: use the twin
+    # a helper built from older rlhealth/_native sources (a stale in-place build) lacks fields_of: use the twin
     fields_of: Callable[[tuple[str | None, ...], tuple[tuple[str, int, int], ...], Callable[[str], object],
                          Callable[[str, str], object], dict[str, object] | None], dict[str, object]] = getattr(
         _native, "fields_of", fields_of_py)

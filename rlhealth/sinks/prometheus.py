@@ -433,6 +433,11 @@ class Exporter(JobExporter):
             "rlhealth_delivery_stalls",
             "Dead-letter batches undelivered for the stall time: the producer's metadata was refreshed "
             "(action=metadata_refresh), then their records sent again (action=resend).", ["action"], registry=r)
+        self.changelogs_unassigned = Counter(
+            "rlhealth_changelogs_unassigned",
+            "Assignments in which a table's changelog partitions did not match the event partitions: "
+            "that table is not restored for the jobs taken over (the group leader did not know the topic).",
+            registry=r)
         self.registry.register(self.pipeline)
 
     # per-component

@@ -567,9 +567,20 @@ class StreamWorker(JudgingPass):
             if hw > max(start, self.processed_next.get(tp, 0)):
                 targets[tp] = hw
         self.catchup_targets = targets
+        self._check_changelogs_assigned(assigned, {tp.partition for tp in event_tps})
         self._assignment_pending = False
         log.info("assigned %d event partitions; %d have a backlog to fold in before judging",
                  len({tp.partition for tp in event_tps}), len({tp.partition for tp in targets}))
+
+    def _check_changelogs_assigned(self, assigned: set[TP], partitions: set[int]) -> None:
+        """Each table's changelog must come with the event partitions: a table whose changelog the
+        group leader did not know restores nothing (its values for moved jobs are lost)."""
+        for topic in self.changelog_topics():
+            have = {tp.partition for tp in assigned if tp.topic == topic}
+            if have != partitions:
+                self.exporter.changelogs_unassigned.inc()
+                log.error("changelog %s: partitions %s assigned with event partitions %s; its table will not "
+                          "be restored for the others", topic, sorted(have), sorted(partitions))
 
     def _track_output_topics(self) -> None:
         """Keep every topic this worker writes to in the producer's metadata refreshes, before anything
@@ -577,7 +588,7 @@ class StreamWorker(JudgingPass):
         c = self.catalog
         topics = [c.deadletter, c.verdicts, c.findings, c.metrics]
         try:
-            topics += [t.changelog_topic.get_topic_name() for t in (self.tables.job_health, self.tables.verdicts)]
+            topics += self.changelog_topics()
             track_topics(self.app.producer._ensure_producer(), topics)  # type: ignore[attr-defined]
         except Exception as exc:  # noqa: BLE001 - the dead-letter path tracks its topic itself too
             log.error("could not track the output topics in the producer's metadata: %r", exc)
@@ -663,6 +674,23 @@ class StreamWorker(JudgingPass):
         if datadir.startswith(os.path.join(tempfile.gettempdir(), "rlhealth-faust")):
             shutil.rmtree(datadir, ignore_errors=True)  # memory store: nothing in it worth keeping
 
+    def changelog_topics(self) -> list[str]:
+        return [t.changelog_topic.get_topic_name() for t in (self.tables.job_health, self.tables.verdicts)]
+
+    def _declare_changelogs(self) -> None:
+        """Make sure both tables' changelogs exist before the group is joined (`ensure_changelogs`:
+        one missing from the leader's first metadata is assigned to nobody, and its table restores
+        nothing on a hand-over). A failure is logged: faust still declares them itself."""
+        from rlhealth.sinks.kafka import ensure_changelogs
+
+        try:
+            status = ensure_changelogs(self.settings.bootstrap, self.changelog_topics(), self.catalog.partitions,
+                                       security=self.settings.security)
+        except Exception as exc:  # noqa: BLE001 - the worker can run; a hand-over may then lose books
+            log.error("could not create the table changelogs before joining: %r", exc)
+            return
+        log.info("table changelogs: %s", status)
+
     def run(self) -> int:
         """Run until SIGTERM/SIGINT; returns the process exit status."""
         gc.set_threshold(*gc_thresholds())
@@ -670,6 +698,7 @@ class StreamWorker(JudgingPass):
         if self.settings.metrics_port is not None:
             port = self.exporter.serve(self.settings.metrics_port, self.settings.metrics_addr)
             log.info("metrics on http://%s:%d/metrics", self.settings.metrics_addr, port)
+        self._declare_changelogs()
         worker = faust.Worker(self.app, loglevel=self.settings.loglevel, quiet=True)
         # At --loglevel warning or above faust's start-up spinner sets the root logger to DEBUG for
         # good (its handler advances the spinner per record), so every debug call of faust and

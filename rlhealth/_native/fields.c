@@ -1,0 +1,208 @@
+/* The fields dict of a matched line from its regex groups, for one line and for every line a rule matched.
+ * In C because it runs once per matched line, and the Python loop it replaces costs ~1 us a line. Twins:
+ * bytescan.fields_of_py and bytescan.fields_batch_py. vllm_v1.c runs the batch loop here with its own scanner
+ * in front of the regexes.
+ *
+ *   fields_of(values: tuple, plan: tuple, convert, convert_size, defaults: dict | None) -> dict
+ *       The fields dict of one matched line from its regex groups (`values`: extract's groups, then
+ *       extract_before's). `plan` holds (name, index, how) per field in the rule's order; a field
+ *       whose value is None (or whose index is past the end) is left out; how 0 keeps the str,
+ *       1 calls convert_size(name, value), 2 converts: an ASCII all-digit value -> int(value), an
+ *       ASCII value of digits and exactly one '.' -> float(value), anything else -> convert(value).
+ *       Then every (key, value) of `defaults` that is missing is added, in order.
+ *
+ *   fields_batch(texts: list, search, before, before_chars: int, plan, convert, convert_size,
+ *                defaults: dict | None, empty: dict) -> list[dict]
+ *       The fields of each of `texts` (the lines one rule matched): m = search(text); None gives a
+ *       copy of `empty`; else values = m.groups(), plus, when `before` is not None and
+ *       b = before(text, max(0, m.start() - before_chars), m.start()) is not None, b.groups(); then
+ *       fields_of(values, ...).
+ */
+#include "fastlines.h"
+
+/* 1: ASCII digits only (int), 2: ASCII digits with exactly one '.' and at least one digit (float), 0: other */
+static int
+number_shape(PyObject *v)
+{
+    if (!PyUnicode_Check(v) || !PyUnicode_IS_READY(v) || !PyUnicode_IS_ASCII(v))
+        return 0;
+    const Py_UCS1 *s = PyUnicode_1BYTE_DATA(v);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(v), dots = 0;
+    if (n == 0)
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] == '.') {
+            if (++dots > 1)
+                return 0;
+        } else if (s[i] < '0' || s[i] > '9') {
+            return 0;
+        }
+    }
+    if (dots == 0)
+        return 1;
+    return n >= 2 ? 2 : 0;
+}
+
+/* fields_of's work, for a `values` tuple and a checked `plan` tuple (a new dict, or NULL with an exception). */
+static PyObject *
+fields_from_values(PyObject *values, PyObject *plan, PyObject *convert, PyObject *convert_size, PyObject *defaults)
+{
+    PyObject *out = PyDict_New();
+    if (out == NULL)
+        return NULL;
+    Py_ssize_t nvalues = PyTuple_GET_SIZE(values), nplan = PyTuple_GET_SIZE(plan);
+    for (Py_ssize_t k = 0; k < nplan; k++) {
+        PyObject *step = PyTuple_GET_ITEM(plan, k);
+        if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 3) {
+            PyErr_SetString(PyExc_TypeError, "fields_of() plan items must be (name, index, how)");
+            goto fail;
+        }
+        PyObject *name = PyTuple_GET_ITEM(step, 0);
+        Py_ssize_t idx = PyLong_AsSsize_t(PyTuple_GET_ITEM(step, 1));
+        long how = PyLong_AsLong(PyTuple_GET_ITEM(step, 2));
+        if ((idx == -1 || how == -1) && PyErr_Occurred())
+            goto fail;
+        if (idx < 0 || idx >= nvalues)
+            continue;
+        PyObject *v = PyTuple_GET_ITEM(values, idx);
+        if (v == Py_None)
+            continue;
+        PyObject *conv;
+        if (how == 0) {
+            Py_INCREF(v);
+            conv = v;
+        } else if (how == 1) {
+            conv = PyObject_CallFunctionObjArgs(convert_size, name, v, NULL);
+        } else {
+            int shape = number_shape(v);
+            if (shape == 1 || shape == 2)
+                conv = fl_number_from_ascii(v, shape); /* int(v) / float(v), short ones without a copy (numconv.c) */
+            else
+                conv = PyObject_CallOneArg(convert, v);
+        }
+        if (conv == NULL)
+            goto fail;
+        int rc = PyDict_SetItem(out, name, conv);
+        Py_DECREF(conv);
+        if (rc < 0)
+            goto fail;
+    }
+    if (defaults != Py_None) {
+        if (!PyDict_Check(defaults)) {
+            PyErr_SetString(PyExc_TypeError, "fields_of() defaults must be a dict or None");
+            goto fail;
+        }
+        PyObject *key, *value;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(defaults, &pos, &key, &value)) {
+            PyObject *got = PyDict_SetDefault(out, key, value);
+            if (got == NULL)
+                goto fail;
+        }
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+PyObject *
+fl_fields_of(PyObject *self, PyObject *args)
+{
+    PyObject *values, *plan, *convert, *convert_size, *defaults;
+    if (!PyArg_ParseTuple(args, "O!O!OOO:fields_of", &PyTuple_Type, &values, &PyTuple_Type, &plan, &convert,
+                          &convert_size, &defaults))
+        return NULL;
+    return fields_from_values(values, plan, convert, convert_size, defaults);
+}
+
+/* m.<name>() */
+static PyObject *
+call_method0(PyObject *obj, const char *name)
+{
+    return PyObject_CallMethod(obj, name, NULL);
+}
+
+PyObject *
+fl_fields_batch_run(PyObject *args, const char *fmt, fl_values_scanner scan)
+{
+    PyObject *texts, *search, *before, *plan, *convert, *convert_size, *defaults, *empty;
+    Py_ssize_t before_chars;
+    if (!PyArg_ParseTuple(args, fmt, &PyList_Type, &texts, &search, &before, &before_chars,
+                          &PyTuple_Type, &plan, &convert, &convert_size, &defaults, &PyDict_Type, &empty))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(texts);
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *text = PyList_GET_ITEM(texts, i);
+        PyObject *fields = NULL;
+        if (scan != NULL && PyUnicode_Check(text)) {
+            PyObject *values = scan(text, before_chars);
+            if (values == NULL)
+                goto fail;
+            if (values != Py_NotImplemented) {
+                fields = fields_from_values(values, plan, convert, convert_size, defaults);
+                Py_DECREF(values);
+                if (fields == NULL)
+                    goto fail;
+                PyList_SET_ITEM(out, i, fields);
+                continue;
+            }
+            Py_DECREF(values);
+        }
+        PyObject *m = PyObject_CallOneArg(search, text);
+        if (m == NULL)
+            goto fail;
+        if (m == Py_None) {
+            Py_DECREF(m);
+            fields = PyDict_Copy(empty);
+        } else {
+            PyObject *values = call_method0(m, "groups");
+            if (values != NULL && before != Py_None) {
+                PyObject *startobj = call_method0(m, "start");
+                Py_ssize_t start = startobj != NULL ? PyLong_AsSsize_t(startobj) : -1;
+                Py_XDECREF(startobj);
+                if (start == -1 && PyErr_Occurred()) {
+                    Py_CLEAR(values);
+                } else {
+                    Py_ssize_t lo = start - before_chars > 0 ? start - before_chars : 0;
+                    PyObject *b = PyObject_CallFunction(before, "Onn", text, lo, start);
+                    if (b == NULL) {
+                        Py_CLEAR(values);
+                    } else if (b != Py_None) {
+                        PyObject *bvalues = call_method0(b, "groups");
+                        PyObject *joined = bvalues != NULL ? PySequence_Concat(values, bvalues) : NULL;
+                        Py_XDECREF(bvalues);
+                        Py_SETREF(values, joined);
+                    }
+                    Py_XDECREF(b);
+                }
+            }
+            Py_DECREF(m);
+            if (values == NULL)
+                goto fail;
+            if (!PyTuple_Check(values)) {
+                Py_DECREF(values);
+                PyErr_SetString(PyExc_TypeError, "fields_batch() groups() must give a tuple");
+                goto fail;
+            }
+            fields = fields_from_values(values, plan, convert, convert_size, defaults);
+            Py_DECREF(values);
+        }
+        if (fields == NULL)
+            goto fail;
+        PyList_SET_ITEM(out, i, fields);
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+PyObject *
+fl_fields_batch(PyObject *self, PyObject *args)
+{
+    return fl_fields_batch_run(args, "O!OOnO!OOOO!:fields_batch", NULL);
+}
