@@ -179,6 +179,16 @@ def test_a_poll_that_repeats_the_scheduler_view_is_not_judged_at_once() -> None:
     assert poll(40, pods=1)  # the same view after a silence longer than a tick
     assert poll(41, state="failed", pods=0)
     assert not poll(30, state="running")  # an older poll arriving late changes nothing
+    # The same view after a longer gap, while the job's newest event is younger than the first age band
+    # (60 s) as the wall clock stands: its age band cannot change, so the regular tick judges it.
+    clock[0] = T0 + timedelta(seconds=60)
+    assert poll(55)  # running again: a changed view
+    clock[0] = T0 + timedelta(seconds=90)
+    assert not poll(85)  # 30 s after the last poll, the job's newest event 35 s old
+    clock[0] = T0 + timedelta(seconds=300)
+    assert poll(295)  # the job was silent 210 s: its age band changes
+    clock[0] = T0 + timedelta(seconds=280)
+    assert poll(320)  # 25 s after the last poll, its newest event ahead of the clock: judged at once
 
 
 def test_a_bad_record_becomes_dead_letter_bytes_keyed_like_the_partitioner_and_is_counted() -> None:
