@@ -48,7 +48,7 @@ def offline_worker(core: Any, clock: list[datetime], **settings: Any) -> StreamW
     w.priority = JudgingPriority()
     w._metrics_at, w._seen, w._terminal_since, w._dirty, w._books = {}, {}, {}, set(), {}
     w._tally, w._dead_partitions, w._news = _Tally(), {}, set()
-    w._fresh, w._rejudged, w._writes, w._waited = {}, 0, {}, 0.0
+    w._fresh, w._rejudged, w._writes, w._waited, w._wait_parts = {}, 0, {}, 0.0, {}
     w._busy, w._judge_all_max = 0.0, 0.0
     w._decoded = DecodedStates(3000)
     return w
