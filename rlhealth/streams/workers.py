@@ -392,7 +392,7 @@ class StreamWorker(JudgingPass):
         self.tables.job_health.remember(expected, partition)
         self._seen[expected] = now.timestamp()
         pending[expected] = state  # an ended job keeps its state until its final verdict is out (`_expire`)
-        if findings or (kind in URGENT_KINDS and not self._repeated_poll(before, state, newest_before, now)):
+        if findings or (kind in URGENT_KINDS and not self._repeated_poll(before, state, newest_before)):
             self._news.add(expected)  # due for a fast judgement once the state is in the table
         tally.processed[kind] += 1
         lines = getattr(ev, "lines", None)
@@ -447,16 +447,17 @@ class StreamWorker(JudgingPass):
         exporter.state_cache_hits.set(self._decoded.hits)
         exporter.state_cache_misses.set(self._decoded.misses)
 
-    def _repeated_poll(self, before: tuple[Any, ...] | None, state: Any, newest_before: Any = None,
-                       now: datetime | None = None) -> bool:
+    def _repeated_poll(self, before: tuple[Any, ...] | None, state: Any, newest_before: Any = None) -> bool:
         """A state poll that repeats the job's scheduler view is no news when the verdict cannot show it:
         the regular tick judges the job within `tick_secs` anyway. Judging it at once, too, doubled the
         judging of every job polled every tick (and, polled every 30 s at a 10 s tick, added a
         judgement per job and poll). That is the case within a tick of the previous poll, or when the
-        job's newest event before the poll was younger than the first age band (`AGE_BANDS_S[0]`): a
-        repeated view changes only the job's freshness, which the verdict's key facts show as the age
-        band and as the blindness of a job silent for `stale_view_s` (longer than that band). Any change
-        of the view, or a poll after a longer silence of the whole job, is still judged at once."""
+        poll comes less than the first age band (`AGE_BANDS_S[0]`) after the job's newest event before
+        it (event times): a repeated view changes only the job's freshness, which the verdict's key
+        facts show as the age band and as the blindness of a job silent for `stale_view_s` (longer than
+        that band), and the job was not silent that long. (Judged by the wall clock instead, every poll
+        folded a minute late, behind a backlog, was news.) Any change of the view, or a poll after a
+        longer silence of the whole job, is still judged at once."""
         if before is None:
             return False
         after = _sched_view(state)
@@ -467,9 +468,7 @@ class StreamWorker(JudgingPass):
             return False
         if gap <= self.settings.tick_secs:
             return True
-        if now is None or not isinstance(newest_before, (int, float)):
-            return False
-        return bool(0 <= now.timestamp() - newest_before < AGE_BANDS_S[0])
+        return isinstance(newest_before, (int, float)) and after[0] - newest_before < AGE_BANDS_S[0]
 
     async def _send_findings(self) -> None:
         """Publish the buffer's findings to the findings topic (the evidence writer stores them)."""
