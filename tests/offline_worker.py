@@ -44,6 +44,7 @@ def offline_worker(core: Any, clock: list[datetime], **settings: Any) -> StreamW
     w.tables = Tables()  # type: ignore[assignment]
     w.verdict_topic, w.metrics_topic = Topic(), Topic()  # type: ignore[assignment]
     w.store, w.captured = None, "stream: test"
+    w.app = None  # type: ignore[assignment]  # no faust app (and so no monitor to tell)
     w._judging = asyncio.Lock()
     w.priority = JudgingPriority()
     w._metrics_at, w._seen, w._terminal_since, w._dirty, w._books = {}, {}, {}, set(), {}

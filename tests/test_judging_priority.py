@@ -362,3 +362,16 @@ def test_a_pass_of_jobs_with_news_is_bounded_and_leaves_the_rest_due(monkeypatch
     assert not w._dirty
     judged = [args for what, args in trace if what == "judge"]
     assert len(judged) == 10 and len({repr(a) for a in judged}) == 10  # each job with news judged once
+
+
+def test_the_batch_intake_tells_faust_s_monitor_its_partitions_are_processed() -> None:
+    import time
+    from types import SimpleNamespace
+
+    w = make([])
+    monitor = SimpleNamespace(stream_inbound_time={})
+    w.app = SimpleNamespace(monitor=monitor)  # type: ignore[assignment]
+    before = time.monotonic()
+    w._mark_inbound(burst()[:7])
+    assert sorted(monitor.stream_inbound_time) == [TP("events", p) for p in range(3)]
+    assert all(before <= t <= time.monotonic() for t in monitor.stream_inbound_time.values())

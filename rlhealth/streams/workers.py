@@ -313,12 +313,24 @@ class StreamWorker(JudgingPass):
             while True:
                 messages = await intake.take(self.settings.intake_batch_max)
                 await self.priority.turn()  # a judging pass first (rlhealth/streams/priority.py)
+                self._mark_inbound(messages)
                 await self._fold(messages)
                 intake.done(messages)  # acked only once folded, as the stream does after its body
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # noqa: BLE001 - a dead intake must take the process down
             self._die("batch intake judge_job_events died", exc)
+
+    def _mark_inbound(self, messages: list[Any]) -> None:
+        """Tell faust's monitor that the records' partitions are being processed, as its streams do per
+        event: its livelock check (every partition behind its high-water mark, 5 min after start) read
+        the batch intake's partitions as never processed and logged a page-long ERROR for each of them."""
+        inbound = getattr(getattr(self.app, "monitor", None), "stream_inbound_time", None)
+        if inbound is None:
+            return
+        now = time.monotonic()  # faust's monitor and its livelock check read this clock
+        for tp in {TP(m.topic, m.partition) for m in messages}:
+            inbound[tp] = now
 
     async def _fold(self, messages: list[Any]) -> None:
         """Fold a buffer of records: dead letters delivered, states written back, findings sent."""
