@@ -38,9 +38,9 @@ loop stalls, the consumer's heartbeat and commit errors) are kept in bench/out/s
 whose path is printed at the start and in the RESULT line.
 
 The worker's default tick is 10 s; a refresh round of 10,000 jobs is 50,000 events (460,000 log lines:
-one batch of 46 a job),
-which one worker on this 2-vCPU machine cannot fold every 10 s on top of judging, so the judging at a
-10 s tick is measured with `--tick-secs 10 --refresh-secs 30` (jobs that report every 30 s).
+one batch of 46 a job), which one worker on this 2-vCPU machine cannot fold every 10 s on top of
+judging, so the judging at a 10 s tick is measured with `--tick-secs 10 --refresh-secs 30` (jobs that
+report every 30 s).
 
 The issue's figure is 10,000 jobs (`--jobs 10000`); on a 2-vCPU machine shared with other work
 that run takes a long time to produce and fold in, so the default is 2,000.
