@@ -60,22 +60,14 @@ def ensure_topics(
     Safe to run concurrently with another ensure_topics (a lost creation race counts as "exists").
     """
     catalog = catalog or TopicCatalog.from_env()
-    return create_topics(bootstrap, catalog.topic_configs(), catalog.partitions, replication_factor=replication_factor,
-                         timeout_s=timeout_s, security=security)
-
-
-def create_topics(bootstrap: str, wanted: dict[str, dict[str, str]], partitions: int, *, replication_factor: int = 1,
-                  timeout_s: float = 30.0, security: KafkaSecurity | None = None) -> dict[str, str]:
-    """Create every topic of `wanted` (name -> topic configs) that is missing, with `partitions` partitions, and
-    wait until the broker's metadata lists them; return {topic: "created" | "exists"}. A partition count other
-    than `partitions` raises TopicMismatchError."""
+    wanted = catalog.topic_configs()
     with admin_client(bootstrap, timeout_s, security) as admin:
         present = set(admin.list_topics())
         missing = {name: cfg for name, cfg in wanted.items() if name not in present}
         status = {name: "exists" for name in wanted if name in present}
         if missing:
             result = admin.create_topics(
-                {name: {"num_partitions": partitions, "replication_factor": replication_factor,
+                {name: {"num_partitions": catalog.partitions, "replication_factor": replication_factor,
                         "configs": cfg}
                  for name, cfg in missing.items()},
                 timeout_ms=int(timeout_s * 1000),
@@ -91,10 +83,10 @@ def create_topics(bootstrap: str, wanted: dict[str, dict[str, str]], partitions:
                     raise RuntimeError(f"creating {topic['name']} failed: error {code} {topic.get('error_message')}")
             admin.wait_for_topics(list(missing), timeout_ms=int(timeout_s * 1000))
         counts = _partition_counts(admin, list(wanted))
-    wrong = {name: n for name, n in counts.items() if n != partitions}
+    wrong = {name: n for name, n in counts.items() if n != catalog.partitions}
     if wrong:
         raise TopicMismatchError(
-            f"topics with a partition count other than {partitions}: "
+            f"topics with a partition count other than {catalog.partitions}: "
             + ", ".join(f"{name}={n}" for name, n in sorted(wrong.items())))
     return dict(sorted(status.items()))
 
@@ -184,5 +176,4 @@ class EventProducer:
         self.close()
 
 
-__all__ = ["EventProducer", "TopicInfo", "TopicMismatchError", "admin_client", "create_topics", "describe_topics",
-           "ensure_topics"]
+__all__ = ["EventProducer", "TopicInfo", "TopicMismatchError", "admin_client", "describe_topics", "ensure_topics"]

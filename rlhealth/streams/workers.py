@@ -707,31 +707,9 @@ class StreamWorker(JudgingPass):
         if datadir.startswith(os.path.join(tempfile.gettempdir(), "rlhealth-faust")):
             shutil.rmtree(datadir, ignore_errors=True)  # memory store: nothing in it worth keeping
 
-    def ensure_changelog_topics(self) -> dict[str, str]:
-        """Create the tables' changelog topics before the consumer joins its group, and wait until the
-        broker lists them; returns {topic: "created" | "exists"}.
-
-        faust creates them at start-up too, but a topic it had just created was at times missing from the
-        metadata of the group's first assignment ("Ignoring missing topic"). The consumer's periodic
-        metadata refresh (every 5 min) then found it and rebalanced the group: every partition revoked and
-        every table restored from its changelog, mid-work (the scale bench's "lost its jobs" 5 min after
-        start). Created here with the configuration faust gives a table's changelog (compacted, the
-        table's partition count, the app's replication factor), faust finds them and leaves them as they are."""
-        from rlhealth.sinks.kafka import create_topics
-
-        conf = self.app.conf
-        wanted = {t.changelog_topic.get_topic_name(): {"cleanup.policy": "compact"}
-                  for t in (self.tables.job_health, self.tables.verdicts)}
-        return create_topics(self.settings.bootstrap, wanted, self.catalog.partitions,
-                             replication_factor=conf.topic_replication_factor, security=self.settings.security)
-
     def run(self) -> int:
         """Run until SIGTERM/SIGINT; returns the process exit status."""
         gc.set_threshold(*gc_thresholds())
-        try:
-            self.ensure_changelog_topics()
-        except Exception as exc:  # noqa: BLE001 - faust creates them (as before) when this could not
-            log.error("could not create the tables' changelog topics before start: %r", exc)
         self.gc_pauses.install()
         port = None
         if self.settings.metrics_port is not None:
