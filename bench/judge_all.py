@@ -124,7 +124,7 @@ def offline_worker(core: Any, clock: Clock, skip: bool = True, state_cache: int 
     w._metrics_at, w._seen, w._terminal_since, w._dirty, w._books = {}, {}, {}, set(), {}
     w._news = set()  # type: ignore[attr-defined]  # (code since session 6: jobs with news not written back yet)
     if SKIPS:
-        w._fresh, w._rejudged, w._writes, w._waited = {}, 0, {}, 0.0  # type: ignore[attr-defined]
+        w._fresh, w._rejudged, w._writes, w._waited, w._wait_parts = {}, 0, {}, 0.0, {}  # type: ignore[attr-defined]
     if DecodedStates is not None:  # code since session 7: decoded states kept after the write
         w._decoded = DecodedStates(state_cache)  # type: ignore[attr-defined]
     return w

@@ -20,6 +20,9 @@ Ends with
            fold_round_max_s=<most time from a round's production to its last event folded (inf: not within
            twice the refresh interval)> rounds_not_folded=<k>/<rounds> judgements_per_job_round=<core runs per job per round>
            intake_held_s=<seconds the intake waited for judging passes during the rounds>
+           loop_lag_max_s=<longest the worker's event loop was blocked, since start> gc_full_max_s=<longest full
+           garbage collection, since start> gc_s=<seconds in garbage collections during the rounds> assignments=<partition
+           assignments during the rounds (0: no rebalance)> log=<the worker's log>
 (the maximum over the sampled rounds for rss, judge and scrape). `passes_over_tick` counts, from the
 worker's own counters, the regular passes that took longer than the tick (some job judged late)
 out of all passes completed during the rounds: "every job judged within its tick" is 0/<n>.
@@ -28,10 +31,16 @@ largest pass sampled (both bound every pass of the rounds). A worker without the
 (code before them) is reported from the sampled passes only, marked `counted=sampled`.
 
     python bench/scale.py [--jobs 2000] [--tick-secs 30] [--refresh-secs 30] [--ticks 4] [--partitions 12]
+                          [--loglevel info] [--profile-worker FILE]
 
-The worker's default tick is 10 s; a refresh round of 10,000 jobs is 50,000 events (2.3M log lines),
-which one worker on this 2-vCPU machine cannot fold every 10 s on top of judging, so the judging at a
-10 s tick is measured with `--tick-secs 10 --refresh-secs 30` (jobs that report every 30 s).
+The worker's stdout and stderr (its log, `--loglevel`, default info: assignments, revocations, event
+loop stalls, the consumer's heartbeat and commit errors) are kept in bench/out/scale-worker-<time>.log,
+whose path is printed at the start and in the RESULT line.
+
+The worker's default tick is 10 s; a refresh round of 10,000 jobs is 50,000 events (460,000 log lines:
+one batch of 46 a job), which one worker on this 2-vCPU machine cannot fold every 10 s on top of
+judging, so the judging at a 10 s tick is measured with `--tick-secs 10 --refresh-secs 30` (jobs that
+report every 30 s).
 
 The issue's figure is 10,000 jobs (`--jobs 10000`); on a 2-vCPU machine shared with other work
 that run takes a long time to produce and fold in, so the default is 2,000.
@@ -65,6 +74,7 @@ from rlhealth.schemas.topics import TopicCatalog  # noqa: E402
 from rlhealth.sinks.kafka import ensure_topics  # noqa: E402
 
 ENGINE_PIDS = (20531, 21531, 22531, 23531)
+FULL_GC_MAX = 'rlhealth_gc_pause_max_seconds{generation="2"}'
 
 
 def log_lines(t: datetime, step: int) -> list[str]:
@@ -170,6 +180,7 @@ def main() -> int:
                     "(default: --tick-secs)")
     ap.add_argument("--ticks", type=int, default=4, help="refresh rounds sampled")
     ap.add_argument("--profile-worker", help="run the worker under cProfile, writing its stats here")
+    ap.add_argument("--loglevel", default="info", help="the worker's log level (its log is kept in bench/out)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="give up waiting for the worker after this long")
     args = ap.parse_args()
     env = broker_env()
@@ -189,13 +200,14 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
     print(f"produced {n} events for {len(jobs)} jobs in {time.perf_counter() - t0:.1f}s "
           f"(machine load {' '.join(f'{x:.2f}' for x in os.getloadavg())})", flush=True)
     port = free_port()
-    log_path = REPO / ".kafka" / "scale-worker.log"
+    log_path = REPO / "bench" / "out" / f"scale-worker-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    print(f"worker log: {log_path}", flush=True)
     with open(log_path, "wb") as worker_log:
         worker = subprocess.Popen(
             [sys.executable, *(["-m", "cProfile", "-o", args.profile_worker] if args.profile_worker else []),
              "-m", "rlhealth", "worker", "--bootstrap", bootstrap, "--topic-prefix", catalog.prefix,
-             "--metrics-port", str(port), "--tick-secs", str(args.tick_secs), "--loglevel", "warning",
+             "--metrics-port", str(port), "--tick-secs", str(args.tick_secs), "--loglevel", args.loglevel,
              "--no-create-topics"],
             env=dict(os.environ, RLHEALTH_PARTITIONS=str(args.partitions)), stdout=worker_log,
             stderr=subprocess.STDOUT)
@@ -217,6 +229,7 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
         over0 = m0.get("rlhealth_judge_passes_over_tick_total")
         max0 = m0.get("rlhealth_judge_all_max_seconds")
         held0 = m0.get("rlhealth_intake_held_seconds")
+        assigned0 = m0.get("rlhealth_partition_assignments_total")
         processed0 = processed(m0)
         per_round = len(jobs) * 5  # events of a refresh round (job_events with first=False)
         fold_rounds: list[float] = []
@@ -270,6 +283,9 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
                   f"(tick {args.tick_secs:.0f} s), scrapes {min(scrapes):.2f}-{max(scrapes):.2f} s, {series} series, "
                   f"jobs owned {m.get('rlhealth_jobs_owned', 0):.0f}, round folded {folded_at:.1f} s after "
                   f"production began, judgements so far {judged_total - judged0:.0f}, "
+                  f"loop blocked max {m.get('rlhealth_event_loop_lag_max_seconds', float('nan')):.1f} s, "
+                  f"full GC max {m.get(FULL_GC_MAX, float('nan')):.2f} s "
+                  f"({gc_seconds(m):.1f} s in GC), "
                   f"load {os.getloadavg()[0]:.2f}", flush=True)
         rss = max(x[0] for x in samples)
         judge = max(passes) if passes else float("nan")
@@ -296,10 +312,19 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
               f"rounds_not_folded={unfolded}/{len(fold_rounds)} "
               f"judgements_per_job_round={(m1.get('rlhealth_jobs_judged_total', float('nan')) - judged0) / len(jobs) / args.ticks:.2f} "
               f"intake_held_s={held:.1f} counted={counted} {cache_hits(m0, m1)}"
-              f"load={' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+              f"loop_lag_max_s={m1.get('rlhealth_event_loop_lag_max_seconds', float('nan')):.1f} "
+              f"gc_full_max_s={m1.get(FULL_GC_MAX, float('nan')):.2f} "
+              f"gc_s={gc_seconds(m1) - gc_seconds(m0):.1f} "
+              f"assignments={m1.get('rlhealth_partition_assignments_total', float('nan')) - (assigned0 or 0.0):.0f} "
+              f"load={' '.join(f'{x:.2f}' for x in os.getloadavg())} log={log_path}")
         return 0
     finally:
         stop_worker_and_topics(worker, bootstrap, catalog.prefix)
+
+
+def gc_seconds(m: dict[str, float]) -> float:
+    """The worker's seconds in garbage collections so far, every generation (0 without the gauge)."""
+    return sum(v for k, v in m.items() if k.startswith("rlhealth_gc_seconds{"))
 
 
 def cache_hits(m0: dict[str, float], m1: dict[str, float]) -> str:

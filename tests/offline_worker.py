@@ -44,11 +44,12 @@ def offline_worker(core: Any, clock: list[datetime], **settings: Any) -> StreamW
     w.tables = Tables()  # type: ignore[assignment]
     w.verdict_topic, w.metrics_topic = Topic(), Topic()  # type: ignore[assignment]
     w.store, w.captured = None, "stream: test"
+    w.app = None  # type: ignore[assignment]  # no faust app (and so no monitor to tell)
     w._judging = asyncio.Lock()
     w.priority = JudgingPriority()
     w._metrics_at, w._seen, w._terminal_since, w._dirty, w._books = {}, {}, {}, set(), {}
     w._tally, w._dead_partitions, w._news = _Tally(), {}, set()
-    w._fresh, w._rejudged, w._writes, w._waited = {}, 0, {}, 0.0
+    w._fresh, w._rejudged, w._writes, w._waited, w._wait_parts = {}, 0, {}, 0.0, {}
     w._busy, w._judge_all_max = 0.0, 0.0
     w._decoded = DecodedStates(3000)
     return w

@@ -338,3 +338,40 @@ def test_jobs_with_news_wait_for_the_regular_tick_while_the_intake_is_far_behind
     asyncio.run(w._fast_tick())
     assert sum(1 for what, _ in trace if what == "judge") == judged_now
     assert w._dirty == (news if judged_now == 0 else set())  # deferred, not lost: the regular tick takes them
+
+
+def test_a_pass_of_jobs_with_news_is_bounded_and_leaves_the_rest_due(monkeypatch: pytest.MonkeyPatch) -> None:
+    import rlhealth.streams.judging as judging
+
+    monkeypatch.setattr(judging, "FAST_PASS_MAX", 4)
+    trace: list[tuple[str, Any]] = []
+    w = make(trace)
+    app = LagApp()
+    w.app = app  # type: ignore[assignment]
+    w.event_topics = {"events"}
+    w.processed_next, w.catchup_targets, w._assignment_pending = {TP("events", 0): 1000}, {}, False
+    app.consumer.hw = 1000
+    w.tables.job_health.key_partitions = {k: 0 for k in keys(w)}
+    news = set(keys(w)[:10])
+    w._dirty = set(news)
+    asyncio.run(w._fast_tick())
+    assert sum(1 for what, _ in trace if what == "judge") == 4
+    assert len(w._dirty) == 6 and w._dirty < news  # the others stay due: the next fast tick takes them
+    asyncio.run(w._fast_tick())
+    asyncio.run(w._fast_tick())
+    assert not w._dirty
+    judged = [args for what, args in trace if what == "judge"]
+    assert len(judged) == 10 and len({repr(a) for a in judged}) == 10  # each job with news judged once
+
+
+def test_the_batch_intake_tells_faust_s_monitor_its_partitions_are_processed() -> None:
+    import time
+    from types import SimpleNamespace
+
+    w = make([])
+    monitor = SimpleNamespace(stream_inbound_time={})
+    w.app = SimpleNamespace(monitor=monitor)  # type: ignore[assignment]
+    before = time.monotonic()
+    w._mark_inbound(burst()[:7])
+    assert sorted(monitor.stream_inbound_time) == [TP("events", p) for p in range(3)]
+    assert all(before <= t <= time.monotonic() for t in monitor.stream_inbound_time.values())

@@ -176,9 +176,18 @@ def test_a_poll_that_repeats_the_scheduler_view_is_not_judged_at_once() -> None:
     assert not poll(5)  # the same view 5 s later: the regular tick judges it
     assert poll(9, pods=1)  # a changed view
     assert not poll(12, pods=1)
-    assert poll(40, pods=1)  # the same view after a silence longer than a tick
-    assert poll(41, state="failed", pods=0)
+    assert not poll(40, pods=1)  # the same view 28 s later: the job's age band cannot change (below)
+    assert poll(101, pods=1)  # the same view after the job was silent 61 s: past the first age band
+    assert poll(102, state="failed", pods=0)
     assert not poll(30, state="running")  # an older poll arriving late changes nothing
+    # The same view after a longer gap, less than the first age band (60 s) after the job's newest event
+    # (event times): its age band cannot change, so the regular tick judges it. Folded late, behind a
+    # backlog, changes nothing: the wall clock is not what tells a silent job.
+    assert poll(130)  # running again: a changed view
+    assert not poll(160)  # 30 s after the last poll and the job's newest event
+    clock[0] = T0 + timedelta(seconds=600)
+    assert not poll(200)  # folded 400 s late
+    assert poll(275)  # the job was silent 75 s: its age band changes
 
 
 def test_a_bad_record_becomes_dead_letter_bytes_keyed_like_the_partitioner_and_is_counted() -> None:

@@ -388,6 +388,19 @@ class Exporter(JobExporter):
         self.jobs_owned = Gauge("rlhealth_jobs_owned", "Jobs whose state this worker holds.", registry=r)
         self.event_loop_lag = Gauge("rlhealth_event_loop_lag_seconds",
                                     "How late the last event-loop probe woke up.", registry=r)
+        self.event_loop_lag_max = Gauge(
+            "rlhealth_event_loop_lag_max_seconds",
+            "The longest the event loop was blocked since start (how late an event-loop probe woke up): "
+            "heartbeats to the group coordinator wait as long.", registry=r)
+        self.gc_pause_max = Gauge("rlhealth_gc_pause_max_seconds",
+                                  "The longest garbage-collector pause since start, per generation.", ["generation"],
+                                  registry=r)
+        self.gc_seconds = Gauge("rlhealth_gc_seconds",
+                                "Seconds spent in garbage collections since start, per generation.", ["generation"],
+                                registry=r)
+        self.assignments = Counter(
+            "rlhealth_partition_assignments",
+            "Partition assignments this worker received (the first one, then one per rebalance).", registry=r)
         self.caught_up = Gauge("rlhealth_worker_caught_up",
                                "1 once the worker consumed up to the end its partitions had at assignment.",
                                registry=r)

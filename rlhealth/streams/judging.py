@@ -81,6 +81,11 @@ class _Fresh(NamedTuple):
 JUDGE_SLICE = 50
 # Groups of verdict sends (one per slice) out at once before the pass waits for the oldest to be delivered
 SENDS_IN_FLIGHT = 8
+# A pass of jobs with news judges at most this many (~1 s of judging); the rest stay due for the next fast
+# tick or the regular tick, whichever comes first. A fast pass of every job (a burst in which each reports
+# news) held the judging lock for tens of seconds, and the regular tick's pass waited behind it (33 s of
+# a 53 s pass at 10,000 jobs) for jobs it would judge anyway.
+FAST_PASS_MAX = 1000
 
 # Scheduler states after which a job produces nothing more (a retry shows up as pending/running again).
 TERMINAL_STATES = frozenset({"succeeded", "failed", "killed"})
@@ -113,6 +118,7 @@ class JudgingPass:
     _judging: asyncio.Lock
     _rejudged: int
     _waited: float  # of the current pass, seconds spent awaiting (sends, the event intake)
+    _wait_parts: dict[str, float]  # ... by what was awaited (`_waiting`)
     _busy: float  # of the last pass, seconds spent judging
     _judge_all_max: float  # the longest regular pass so far (wall seconds)
 
@@ -142,7 +148,7 @@ class JudgingPass:
             return  # the jobs with news stay dirty: the regular tick judges them (see `_backlogged`)
         ready = self.ready_partitions()
         parts = self.tables.job_health.key_partitions
-        keys = [k for k in self._dirty if parts.get(k) in ready]
+        keys = [k for k in self._dirty if parts.get(k) in ready][:FAST_PASS_MAX]
         self._dirty.difference_update(keys)
         try:
             await self._judge(keys)
@@ -179,6 +185,11 @@ class JudgingPass:
         started = time.perf_counter()
         exported, published = await self._judge(keys)
         took = time.perf_counter() - started
+        parts = self._wait_parts
+        log.info("regular pass: the core ran on %d of %d jobs in %.2f s: %.2f s judging, %.2f s waiting for the "
+                 "judging lock (a pass of jobs with news), %.2f s for room in the producer, %.2f s yielding, %.2f s "
+                 "for deliveries", self._rejudged, len(keys), took, self._busy, parts.get("lock", 0.0),
+                 parts.get("send", 0.0), parts.get("yield", 0.0), parts.get("deliveries", 0.0))
         self.exporter.judge_all_seconds.set(took)
         self.exporter.judge_passes.inc()
         if took > self.settings.tick_secs:  # some job was judged later than its tick
@@ -197,9 +208,11 @@ class JudgingPass:
     async def _judge(self, keys: list[bytes]) -> tuple[list[str], int]:
         """Judge `keys` under the judging lock, with priority over the intake: no buffer is folded
         while the pass judges (rlhealth/streams/priority.py)."""
+        called = time.perf_counter()
         async with self._judging:
             self._waited = 0.0
             started = time.perf_counter()
+            self._wait_parts = {"lock": started - called}
             try:
                 async with self.priority.hold():
                     exported, published, inflight = await self._judge_slices(keys)
@@ -239,7 +252,7 @@ class JudgingPass:
                     sent = []
                     published += await self._settle_delivered(inflight)
                     # a slice boundary: sends, heartbeats and /metrics run; the intake waits (`priority`)
-                    await self._waiting(asyncio.sleep(0))
+                    await self._waiting(asyncio.sleep(0), "yield")
                 if await self._judge_key(key, table, book_table, exported, sent):
                     judged += 1
                     in_slice += 1
@@ -318,7 +331,7 @@ class JudgingPass:
                 return True
         out = verdict.model_copy(update={"seq": memo.seq + 1})
         out_json = out.model_dump(mode="json")  # once, for the topic and the book (`encode` writes the same)
-        sent.append(_Sent(await self._waiting(self.verdict_topic.send(key=key, value=orjson.dumps(out_json))),
+        sent.append(_Sent(await self._waiting(self.verdict_topic.send(key=key, value=orjson.dumps(out_json)), "send"),
                           key, job_id, out,
                           out_json, facts, wall, expiry, stability, until if until is not None and until > now
                           else None, self._expiry_due(key) if expiry is None else wall, writes))
@@ -346,13 +359,17 @@ class JudgingPass:
             raise failed
         return published
 
-    async def _waiting(self, awaitable: Any) -> Any:
-        """`await awaitable`, counting the time in `_waited` (a pass's time not spent judging)."""
+    async def _waiting(self, awaitable: Any, what: str = "other") -> Any:
+        """`await awaitable`, counting the time in `_waited` (a pass's time not spent judging) and in
+        `_wait_parts[what]`: "send" (a send waiting for room in the producer's batch of its partition),
+        "deliveries", "yield" (the other tasks' turn at a slice boundary)."""
         t = time.perf_counter()
         try:
             return await awaitable
         finally:
-            self._waited += time.perf_counter() - t
+            took = time.perf_counter() - t
+            self._waited += took
+            self._wait_parts[what] = self._wait_parts.get(what, 0.0) + took
 
     def _still_fresh(self, key: bytes, writes: int) -> bool:
         """Whether the job's last judgement still holds (`_Fresh`) for its state as of `writes`: then
@@ -398,7 +415,7 @@ class JudgingPass:
         """Wait for a group of verdict sends; record each delivered one (book, metrics, evidence, expiry)."""
         if not sent:
             return 0
-        results = await self._waiting(asyncio.gather(*(x.future for x in sent), return_exceptions=True))
+        results = await self._waiting(asyncio.gather(*(x.future for x in sent), return_exceptions=True), "deliveries")
         failed: BaseException | None = None
         done = 0
         for result, (_fut, key, job_id, out, out_json, facts, wall, expiry, stability, until,
@@ -509,7 +526,7 @@ class JudgingPass:
             else:  # a core of another shape: ask it
                 metrics = self.core.metrics(state, now, last=verdict)
             point = metrics_point(metrics)
-            await self._waiting(self.metrics_topic.send(key=key, value=encode(point)))
+            await self._waiting(self.metrics_topic.send(key=key, value=encode(point)), "send")
             if self.store is not None:
                 self.store.add_metrics_point(point)
         except Exception as exc:  # noqa: BLE001 - evidence is best effort

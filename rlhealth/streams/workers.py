@@ -64,6 +64,7 @@ from aiokafka.partitioner import murmur2
 from faust.types import TP
 
 from rlhealth import settings as _settings  # the module; `settings` is shadowed by parameters below
+from rlhealth.agents.stability import AGE_BANDS_S
 from rlhealth.schemas import DeadLetter, EventDecodeError, decode_event, encode, job_key
 from rlhealth.schemas.codec import dead_letter_json
 from rlhealth.schemas.kafka_security import KafkaSecurity, resolve
@@ -75,6 +76,7 @@ from rlhealth.streams.batch_intake import BatchIntake, install_batch_intake
 from rlhealth.streams.delivery import Stall, await_batches, track_topics
 from rlhealth.streams.intake import RawBytes, install_lean_delivery
 from rlhealth.streams.judging import JudgingPass, _Fresh
+from rlhealth.streams.pauses import GcPauses
 from rlhealth.streams.priority import JudgingPriority
 from rlhealth.streams.state_cache import DecodedStates
 from rlhealth.streams.tables import BookFacts, Tables, compact, make_tables
@@ -84,6 +86,9 @@ log = logging.getLogger("rlhealth.worker")
 EXIT_AGENT_DIED = 70
 # Kinds that can change a call on their own: judged within `fast_tick_secs`, not at the next tick.
 URGENT_KINDS = frozenset({"job_state", "job_spec", "job_ended"})
+PROBE_SECS = 0.5  # the event-loop probe's interval
+# A probe this late is logged: nothing else ran meanwhile, the group coordinator's heartbeats included
+LOOP_STALL_WARN_SECS = 2.0
 
 
 @dataclass(frozen=True)
@@ -256,6 +261,7 @@ class StreamWorker(JudgingPass):
         self._decoded = DecodedStates(config.state_cache_jobs)
         self._rejudged = 0  # jobs the last `_judge_locked` ran the core on
         self._waited = 0.0  # of the current pass, seconds spent awaiting (sends, the event intake)
+        self._wait_parts: dict[str, float] = {}  # ... by what was awaited
         self._busy = 0.0  # of the last pass, seconds spent judging
         self._judge_all_max = 0.0  # the longest regular pass so far (wall seconds)
         self.captured = f"stream: {self.catalog.verdicts} via app {settings.app_id}"
@@ -274,12 +280,14 @@ class StreamWorker(JudgingPass):
         app.timer(self.settings.tick_secs, name="judge_owned_jobs")(self._tick)
         app.timer(self.settings.fast_tick_secs, name="judge_jobs_with_news")(self._fast_tick)
         app.timer(2.0, name="flush_evidence")(self._flush_evidence)
-        app.timer(0.5, name="probe_event_loop")(self._probe_loop)
+        app.timer(PROBE_SECS, name="probe_event_loop")(self._probe_loop)
         # faust's signal stubs type receivers as taking `signal=`; faust calls them with the sender and
         # the partitions, as its own documentation shows
         app.on_partitions_assigned.connect(self._on_assigned)  # type: ignore[arg-type]
         app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]
         self._probe_at: float | None = None
+        self._loop_lag_max = 0.0
+        self.gc_pauses = GcPauses()  # installed by `run`
 
     # ------------------------------------------------------------------ per record
     async def _consume(self, stream: faust.StreamT) -> None:
@@ -305,12 +313,24 @@ class StreamWorker(JudgingPass):
             while True:
                 messages = await intake.take(self.settings.intake_batch_max)
                 await self.priority.turn()  # a judging pass first (rlhealth/streams/priority.py)
+                self._mark_inbound(messages)
                 await self._fold(messages)
                 intake.done(messages)  # acked only once folded, as the stream does after its body
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # noqa: BLE001 - a dead intake must take the process down
             self._die("batch intake judge_job_events died", exc)
+
+    def _mark_inbound(self, messages: list[Any]) -> None:
+        """Tell faust's monitor that the records' partitions are being processed, as its streams do per
+        event: its livelock check (every partition behind its high-water mark, 5 min after start) read
+        the batch intake's partitions as never processed and logged a page-long ERROR for each of them."""
+        inbound = getattr(getattr(self.app, "monitor", None), "stream_inbound_time", None)
+        if inbound is None:
+            return
+        now = time.monotonic()  # faust's monitor and its livelock check read this clock
+        for tp in {TP(m.topic, m.partition) for m in messages}:
+            inbound[tp] = now
 
     async def _fold(self, messages: list[Any]) -> None:
         """Fold a buffer of records: dead letters delivered, states written back, findings sent."""
@@ -374,6 +394,7 @@ class StreamWorker(JudgingPass):
             else:
                 state = self._load(expected, ev.job_id, take=True)
             before = _sched_view(state) if kind == "job_state" else None
+            newest_before = getattr(state, "last_event_ts", None)
             state, findings = self.core.step(state, ev, now)
         except Exception as exc:  # noqa: BLE001 - one bad event must not stop the partition
             log.warning("core failed on %s/%d@%d (job %s): %r", topic, partition, offset, ev.job_id, exc)
@@ -383,7 +404,7 @@ class StreamWorker(JudgingPass):
         self.tables.job_health.remember(expected, partition)
         self._seen[expected] = now.timestamp()
         pending[expected] = state  # an ended job keeps its state until its final verdict is out (`_expire`)
-        if findings or (kind in URGENT_KINDS and not self._repeated_poll(before, state)):
+        if findings or (kind in URGENT_KINDS and not self._repeated_poll(before, state, newest_before)):
             self._news.add(expected)  # due for a fast judgement once the state is in the table
         tally.processed[kind] += 1
         lines = getattr(ev, "lines", None)
@@ -438,17 +459,28 @@ class StreamWorker(JudgingPass):
         exporter.state_cache_hits.set(self._decoded.hits)
         exporter.state_cache_misses.set(self._decoded.misses)
 
-    def _repeated_poll(self, before: tuple[Any, ...] | None, state: Any) -> bool:
-        """A state poll that repeats the job's scheduler view, within a tick of the previous poll, is no
-        news: the regular tick judges the job within `tick_secs` anyway. Judging it at once, too,
-        doubled the judging of every job polled every tick. Any change of the view, or a poll after a
-        longer silence (its age shows in the verdict), is still judged at once."""
+    def _repeated_poll(self, before: tuple[Any, ...] | None, state: Any, newest_before: Any = None) -> bool:
+        """A state poll that repeats the job's scheduler view is no news when the verdict cannot show it:
+        the regular tick judges the job within `tick_secs` anyway. Judging it at once, too, doubled the
+        judging of every job polled every tick (and, polled every 30 s at a 10 s tick, added a
+        judgement per job and poll). That is the case within a tick of the previous poll, or when the
+        poll comes less than the first age band (`AGE_BANDS_S[0]`) after the job's newest event before
+        it (event times): a repeated view changes only the job's freshness, which the verdict's key
+        facts show as the age band and as the blindness of a job silent for `stale_view_s` (longer than
+        that band), and the job was not silent that long. (Judged by the wall clock instead, every poll
+        folded a minute late, behind a backlog, was news.) Any change of the view, or a poll after a
+        longer silence of the whole job, is still judged at once."""
         if before is None:
             return False
         after = _sched_view(state)
         if after is None or after[1:] != before[1:] or before[0] is None or after[0] is None:
             return False
-        return bool(0 <= after[0] - before[0] <= self.settings.tick_secs)
+        gap = after[0] - before[0]
+        if gap < 0:
+            return False
+        if gap <= self.settings.tick_secs:
+            return True
+        return isinstance(newest_before, (int, float)) and after[0] - newest_before < AGE_BANDS_S[0]
 
     async def _send_findings(self) -> None:
         """Publish the buffer's findings to the findings topic (the evidence writer stores them)."""
@@ -551,6 +583,7 @@ class StreamWorker(JudgingPass):
 
     async def _on_assigned(self, sender: Any, assigned: set[TP], **kwargs: Any) -> None:
         self._fresh.clear()  # states may be restored from the changelog: judge everything afresh
+        self.exporter.assignments.inc()
         self._track_output_topics()
         event_tps = {tp for tp in assigned if tp.topic in self.event_topics}
         self.exporter.partitions_owned.set(len({tp.partition for tp in event_tps}))
@@ -646,8 +679,19 @@ class StreamWorker(JudgingPass):
     async def _probe_loop(self) -> None:
         now = time.monotonic()
         if self._probe_at is not None:
-            self.exporter.event_loop_lag.set(max(now - self._probe_at - 0.5, 0.0))
+            lag = max(now - self._probe_at - PROBE_SECS, 0.0)
+            self.exporter.event_loop_lag.set(lag)
+            if lag > self._loop_lag_max:
+                self._loop_lag_max = lag
+                self.exporter.event_loop_lag_max.set(lag)
+            if lag >= LOOP_STALL_WARN_SECS:  # heartbeats, commits and fetches waited as long
+                log.warning("the event loop was blocked for %.1f s (session timeout %.0f s)", lag,
+                            self.settings.session_timeout_s)
         self._probe_at = now
+        pauses = self.gc_pauses
+        for gen in range(3):
+            self.exporter.gc_pause_max.labels(str(gen)).set(pauses.max_s[gen])
+            self.exporter.gc_seconds.labels(str(gen)).set(pauses.total_s[gen])
 
     # ------------------------------------------------------------------ lifecycle
     def _die(self, what: str, exc: BaseException) -> None:
@@ -694,6 +738,7 @@ class StreamWorker(JudgingPass):
     def run(self) -> int:
         """Run until SIGTERM/SIGINT; returns the process exit status."""
         gc.set_threshold(*gc_thresholds())
+        self.gc_pauses.install()
         port = None
         if self.settings.metrics_port is not None:
             port = self.exporter.serve(self.settings.metrics_port, self.settings.metrics_addr)
@@ -710,6 +755,7 @@ class StreamWorker(JudgingPass):
         except SystemExit as exc:
             return int(exc.code or 0)
         finally:
+            self.gc_pauses.uninstall()
             self.close()
             self.exporter.shutdown()
         return 0
