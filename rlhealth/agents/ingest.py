@@ -296,13 +296,7 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
                 rows_eng.append(eng)
                 rows_ts.append(ts)
                 rows_f.append(f)
-            calls = ri[4]
-            assert calls is not None
-            calls.tss.append(ts)
-            calls.attempts.append(attempt)
-            calls.roles.append(role)
-            calls.evs.append(k)
-            ev = None
+            ev = None  # tallied below: its Ev is built only if kept
         elif ri[0] == "progress" and ri[3]:
             # trainer progress lines (most of a dense trainer log), without _apply_match's dispatch and
             # with their Ev built only when kept: what _apply_match does for them
@@ -311,13 +305,7 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
                 if prev is None or ts > prev:
                     role_last_ts[role] = ts
             trainer_progress(state, rule.signal, m.fields, ts, k, make_ev, latest)
-            calls = ri[4]
-            assert calls is not None
-            calls.tss.append(ts)
-            calls.attempts.append(attempt)
-            calls.roles.append(role)
-            calls.evs.append(k)
-            ev = None
+            ev = None  # tallied below: its Ev is built only if kept
         else:
             if ri[0] == "engine_stats" and rows_ts:
                 fold_engine_rows(state, rows_eng, rows_ts, rows_f)
@@ -325,6 +313,13 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
             ev = Ev(ts, key, clip(text), rule.id, stream, offsets[index] if offsets is not None else None)
             _apply_match(state, m, rest, prefixes, role, ts, ev, attempt, lines, batch, key, catalog, ri[0], tally,
                          k, make_ev, latest)
+        if ev is None:  # an engine-stats or progress line: its signal call, applied once per batch
+            calls = ri[4]
+            assert calls is not None
+            calls.tss.append(ts)
+            calls.attempts.append(attempt)
+            calls.roles.append(role)
+            calls.evs.append(k)
         if ri[2]:
             if ev is None:
                 ev = make_ev(k, ts)
