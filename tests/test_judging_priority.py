@@ -322,10 +322,8 @@ class LagApp:
         self.rebalancing = False
 
 
-@pytest.mark.parametrize(("behind", "judged_now"), [(20_000, 0), (10_000, 10), (50, 10)])
-def test_jobs_with_news_wait_for_the_regular_tick_while_the_intake_is_far_behind(behind: int,
-                                                                                 judged_now: int) -> None:
-    trace: list[tuple[str, Any]] = []
+def worker_with_news(trace: list[tuple[str, Any]], behind: int) -> tuple[Any, set[bytes]]:
+    """A worker whose intake is `behind` records behind, and 10 of its jobs with news (all in partition 0)."""
     w = make(trace)
     app = LagApp()
     w.app = app  # type: ignore[assignment]
@@ -333,7 +331,14 @@ def test_jobs_with_news_wait_for_the_regular_tick_while_the_intake_is_far_behind
     w.processed_next, w.catchup_targets, w._assignment_pending = {TP("events", 0): 1000}, {}, False
     app.consumer.hw = 1000 + behind
     w.tables.job_health.key_partitions = {k: 0 for k in keys(w)}
-    news = set(keys(w)[:10])
+    return w, set(keys(w)[:10])
+
+
+@pytest.mark.parametrize(("behind", "judged_now"), [(20_000, 0), (10_000, 10), (50, 10)])
+def test_jobs_with_news_wait_for_the_regular_tick_while_the_intake_is_far_behind(behind: int,
+                                                                                 judged_now: int) -> None:
+    trace: list[tuple[str, Any]] = []
+    w, news = worker_with_news(trace, behind)
     w._dirty = set(news)
     asyncio.run(w._fast_tick())
     assert sum(1 for what, _ in trace if what == "judge") == judged_now
@@ -345,14 +350,7 @@ def test_a_pass_of_jobs_with_news_is_bounded_and_leaves_the_rest_due(monkeypatch
 
     monkeypatch.setattr(judging, "FAST_PASS_MAX", 4)
     trace: list[tuple[str, Any]] = []
-    w = make(trace)
-    app = LagApp()
-    w.app = app  # type: ignore[assignment]
-    w.event_topics = {"events"}
-    w.processed_next, w.catchup_targets, w._assignment_pending = {TP("events", 0): 1000}, {}, False
-    app.consumer.hw = 1000
-    w.tables.job_health.key_partitions = {k: 0 for k in keys(w)}
-    news = set(keys(w)[:10])
+    w, news = worker_with_news(trace, 0)
     w._dirty = set(news)
     asyncio.run(w._fast_tick())
     assert sum(1 for what, _ in trace if what == "judge") == 4
