@@ -16,7 +16,7 @@ from rlhealth.agents.failures import BENIGN_EXCEPTIONS, failure_class_of, is_con
 from rlhealth.agents.findings import Finding
 from rlhealth.agents.fold_common import as_int, clip, epoch, touch_role
 from rlhealth.agents.fold_engines import engine_config, engine_stats, fold_engine_rows
-from rlhealth.agents.fold_trainer import LatestProgress, trainer_progress
+from rlhealth.agents.fold_trainer import LatestProgress, fold_progress, trainer_progress
 from rlhealth.agents.normalize import (
     line_timestamp,
     line_timestamp_seen,
@@ -231,6 +231,12 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     rows_ts: list[float] = []
     rows_f: list[dict] = []
     latest = LatestProgress(state.trainer)  # the batch's newest progress line, written at its end
+    # progress lines, folded in order by fold_progress before a line of another effect and at the end
+    prog_sig: list[str] = []
+    prog_f: list[dict] = []
+    prog_ts: list[float | None] = []
+    prog_k: list[int] = []
+    TRAINER = roles.TRAINER
     for k, (m, pk_dt) in enumerate(zip(matches, parsed)):
         text = m.text
         rule = m.rule
@@ -300,13 +306,22 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
         elif ri[0] == "progress" and ri[3]:
             # trainer progress lines (most of a dense trainer log), without _apply_match's dispatch and
             # with their Ev built only when kept: what _apply_match does for them
-            if ts is not None:  # touch_role(state, role, ts)
+            if ts is not None:  # touch_role(state, role, ts), then trainer_progress's touch_role(state, TRAINER, ts)
                 prev = role_last_ts.get(role)
                 if prev is None or ts > prev:
                     role_last_ts[role] = ts
-            trainer_progress(state, rule.signal, m.fields, ts, k, make_ev, latest)
+                prev = role_last_ts.get(TRAINER)
+                if prev is None or ts > prev:
+                    role_last_ts[TRAINER] = ts
+            prog_sig.append(rule.signal)
+            prog_f.append(m.fields)
+            prog_ts.append(ts)
+            prog_k.append(k)
             ev = None  # tallied below: its Ev is built only if kept
         else:
+            if prog_k:
+                fold_progress(state, prog_sig, prog_f, prog_ts, prog_k, make_ev, latest)
+                prog_sig, prog_f, prog_ts, prog_k = [], [], [], []
             if ri[0] == "engine_stats" and rows_ts:
                 fold_engine_rows(state, rows_eng, rows_ts, rows_f)
                 rows_eng, rows_ts, rows_f = [], [], []
@@ -336,6 +351,8 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
             ))
     if rows_ts:
         fold_engine_rows(state, rows_eng, rows_ts, rows_f)
+    if prog_k:
+        fold_progress(state, prog_sig, prog_f, prog_ts, prog_k, make_ev, latest)
     latest.apply(state.trainer, make_ev)
     tally.flush(state)
     # Carry the traceback context over the batch boundary (matched lines only, so a reader that
