@@ -678,7 +678,7 @@ def test_strip_ansi_latin1_is_the_str_regex(s: str) -> None:
 
 _PAIR_PIECES = ["a", "A", "lm", " loss", "x_1", "/", ".", "-", ":", " : ", " ", "  ", "\t", "\n", "|", "{", "}", ",",
                 "1", "12", "1.", ".5", "e", "E", "e-5", "E+3", "nan", "NaN", "inf", "Infinity", "infinity", "- ",
-                "١", "é", "ß", "\u2003", "'", "step:1", " grad norm: 0.3 |", "(ms)", "Z9", " z"]
+                "١", "é", "ß", "\u2003", "'", "step:1", " grad norm: 0.3 |", "(ms)", "Z9", " z", "@", "`", "[", "^", "~"]
 
 
 @needs_native
