@@ -106,7 +106,7 @@ def fold_progress(state: JobHealth, sigs: list[str], fields: list[dict], tss: li
             if type(step) is not int:
                 step = as_int(step)
             if isinstance(raw, str):
-                pairs = ("'" in raw or '"' in raw) and _METRIC_PAIR_RE.findall(raw) or _bare_pairs(raw)
+                pairs = ("'" in raw or '"' in raw) and _quoted_pairs(raw) or _bare_pairs(raw)
                 plan = plans.get(tuple([key for key, _ in pairs])) or _plan_of(pairs)
             else:
                 pairs = []
@@ -177,6 +177,10 @@ _METRIC_PAIR_RE = re.compile(r"""['"]([\w/.\-]+)['"]\s*:\s*"""
                              r"(-?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+)|-?(?:nan|NaN|inf|Infinity))")
 
 
+# findall of it, written out in C when the helper is built (tests/test_bytescan.py holds the two equal)
+_quoted_pairs: Callable[[str], list[tuple[str, str]]] = native_function("quoted_pairs") or _METRIC_PAIR_RE.findall
+
+
 # A step's own wall time in trainer metric dicts (verl prints it on every step line).
 _STEP_TIME_KEYS = frozenset({"timing_s/step", "timing/step", "time/step", "step_time", "train/step_time"})
 
@@ -231,7 +235,7 @@ def _trainer_metrics(state: JobHealth, f: dict, ts: float | None, k: int,
     raw = f.get("metrics")
     step = as_int(f.get("step"))
     # quoted pairs need a quote: verl's and Megatron's lines skip that search (a substring test is ~free)
-    pairs = (("'" in raw or '"' in raw) and _METRIC_PAIR_RE.findall(raw) or _bare_pairs(raw)) \
+    pairs = (("'" in raw or '"' in raw) and _quoted_pairs(raw) or _bare_pairs(raw)) \
         if isinstance(raw, str) else []
     plan = _plan_of(pairs)
     if step is not None and ts is not None:
