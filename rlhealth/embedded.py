@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import gc
 import multiprocessing
 import os
 import sys
@@ -587,6 +588,20 @@ def keep_freed_memory() -> None:
     m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
     mallopt(m_mmap_threshold, 32 << 20)  # the largest glibc takes (HEAP_MAX_SIZE / 2 on 64-bit)
     mallopt(m_trim_threshold, 256 << 20)
+
+
+def collect_garbage_rarely() -> None:
+    """Spare a probe the cyclic garbage collector's work: nearly everything it allocates is freed by
+    reference counting.
+
+    At CPython's default (700, 10, 10) a dense 200 MB capture ran ~3,900 young and 9 full
+    collections, ~0.7 s of its ~7.5 s of CPU (gc callbacks, BENCHMARKS.md, session 9), each full one
+    walking the imports, the rules and their compiled databases again. Freezing what start-up built
+    (never garbage) and the worker's young threshold ($RLHEALTH_GC_YOUNG_THRESHOLD, default 7000)
+    brought that to ~0.1 s. For a process that ends with its probe (the CLI), called once the core is
+    built: the setting stays, and cyclic garbage waits longer to be collected."""
+    gc.freeze()
+    gc.set_threshold(settings.load().gc_young_threshold, 10, 10)
 
 
 def utc_now() -> datetime:

@@ -678,7 +678,7 @@ def test_strip_ansi_latin1_is_the_str_regex(s: str) -> None:
 
 _PAIR_PIECES = ["a", "A", "lm", " loss", "x_1", "/", ".", "-", ":", " : ", " ", "  ", "\t", "\n", "|", "{", "}", ",",
                 "1", "12", "1.", ".5", "e", "E", "e-5", "E+3", "nan", "NaN", "inf", "Infinity", "infinity", "- ",
-                "١", "é", "ß", "\u2003", "'", "step:1", " grad norm: 0.3 |", "(ms)", "Z9", " z"]
+                "١", "é", "ß", "\u2003", "'", "step:1", " grad norm: 0.3 |", "(ms)", "Z9", " z", "@", "`", "[", "^", "~"]
 
 
 @needs_native
@@ -691,6 +691,25 @@ def test_bare_pairs_is_the_regex_findall(text: str) -> None:
     from rlhealth.agents import fold_trainer
 
     assert bytescan.native_function("bare_pairs")(text) == fold_trainer._BARE_PAIR_RE.findall(text)  # type: ignore[misc]
+
+
+# -- quoted_pairs: the quoted "'key': number" pairs of trainer metric dicts -------------------------------------
+
+_QUOTED_PIECES = ["'", '"', "a", "Z", "loss", "train/loss", "x_1", "/", ".", "-", ":", " : ", " ", "\t", "\n", ",",
+                  "{", "}", "1", "12", "1.", ".5", "e", "E", "e-5", "E+3", "nan", "NaN", "inf", "Infinity",
+                  "infinity", "-", "--", "١", "é", "\u2003", "@", "`", "[", "'loss': 0.5", '"lr": 1e-05', "'k'"]
+
+
+@needs_native
+@FAST
+@given(st.lists(st.sampled_from(_QUOTED_PIECES), max_size=24).map("".join))
+@example("{'loss': 1.2345, 'grad_norm': 0.5, 'learning_rate': 1.000e-06, 'epoch': 0.012}")
+@example('{"train/loss": -Infinity, "a": NaN, "b":-.5e3, "c": 1.e}')
+@example("'a'b': 1 'c' : -nan '': 2 'd':'3'")
+def test_quoted_pairs_is_the_regex_findall(text: str) -> None:
+    from rlhealth.agents import fold_trainer
+
+    assert bytescan.native_function("quoted_pairs")(text) == fold_trainer._METRIC_PAIR_RE.findall(text)  # type: ignore[misc]
 
 
 # -- number_of: fields_of's int() / float() of short ASCII numbers without a copy ----------------------------------

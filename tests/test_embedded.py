@@ -207,3 +207,19 @@ def test_probe_as_of_an_earlier_time_sees_only_the_past_and_a_stale_view_is_blin
     later = probe(cap, build_core(), now=datetime(2026, 12, 1, tzinfo=UTC)).verdict
     assert later.verdict == "NO-KILL" and later.job_status == "UNKNOWN" and later.escalate
     assert "cannot see the job" in later.gates.A.summary
+
+
+def test_collect_garbage_rarely_freezes_start_up_and_raises_the_young_threshold(monkeypatch):
+    import gc
+
+    from rlhealth.embedded import collect_garbage_rarely
+
+    monkeypatch.setenv("RLHEALTH_GC_YOUNG_THRESHOLD", "12345")
+    before = gc.get_threshold()
+    try:
+        collect_garbage_rarely()
+        assert gc.get_threshold() == (12345, 10, 10)
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)

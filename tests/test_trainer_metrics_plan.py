@@ -90,3 +90,52 @@ def test_plan_walk_equals_the_full_walk() -> None:
             _reference(one, copy.deepcopy(f), ts, ev)
             fold_trainer._trainer_metrics(two, f, ts, k, lambda _k, _ts, ev=ev: ev)
         assert one.to_bytes() == two.to_bytes(), case
+
+
+def test_fold_progress_equals_trainer_progress_line_by_line() -> None:
+    """fold_progress (a batch's progress lines in one call, the caller touching the trainer role) leaves the
+    state and the batch's latest line as trainer_progress called per line: metric lines, step lines (ints,
+    digit strings, re-printed and unstamped steps), timers, a signal it only notes."""
+    from rlhealth.agents import roles
+
+    rnd = random.Random(7)
+    shapes = [rnd.sample(KEYS, rnd.randint(1, 8)) for _ in range(30)]
+    sigs = ["trainer_metrics", "trainer_metrics", "trainer_step", "trainer_step", "timer_start", "timer_finish",
+            "reward_summary"]
+    for case in range(200):
+        one, two = JobHealth(job_id="j"), JobHealth(job_id="j")
+        step = 0
+        t = 1_700_000_000.0
+        for _batch in range(rnd.randint(1, 4)):
+            rows = []
+            for _ in range(rnd.randint(0, 30)):
+                sig = rnd.choice(sigs)
+                step += rnd.choice([0, 1, 1, 2, -1])
+                t += rnd.choice([0.0, 1.0, 7.5])
+                ts = None if rnd.random() < 0.05 else t
+                f: dict = {}
+                if sig == "trainer_metrics":
+                    f["metrics"] = _line(rnd, shapes) if rnd.random() < 0.95 else None
+                if sig in ("trainer_metrics", "trainer_step") and rnd.random() < 0.9:
+                    f["step"] = step if rnd.random() < 0.8 else str(step)
+                if sig.startswith("timer"):
+                    f["name"] = rnd.choice(["step", "sync_weights", "generate", ""])
+                    f["seconds"] = rnd.choice([1.5, "2.5", None])
+                rows.append((sig, f, ts))
+            evs = [Ev(ts, "s", f"line {k}") for k, (_, _, ts) in enumerate(rows)]
+
+            def make_ev(k: int, _ts: float | None, evs: list[Ev] = evs) -> Ev:
+                return evs[k]
+
+            latest_one = fold_trainer.LatestProgress(one.trainer)
+            for k, (sig, f, ts) in enumerate(rows):
+                fold_trainer.trainer_progress(one, sig, copy.deepcopy(f), ts, k, make_ev, latest_one)
+            latest_one.apply(one.trainer, make_ev)
+            latest_two = fold_trainer.LatestProgress(two.trainer)
+            for _sig, _f, ts in rows:
+                fold_trainer.touch_role(two, roles.TRAINER, ts)
+            fold_trainer.fold_progress(two, [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows],
+                                       list(range(len(rows))), make_ev, latest_two)
+            latest_two.apply(two.trainer, make_ev)
+            assert (latest_one.ts, latest_one.k) == (latest_two.ts, latest_two.k), case
+            assert one.to_bytes() == two.to_bytes(), case

@@ -147,3 +147,44 @@ def test_probe_db_keeps_the_training_time_in_the_metric_series(tmp_path: Path) -
     parts = json.loads(seconds)
     assert 0.3 < ratio < 0.7 and parts["stalled"] > 3600
     assert abs(sum(parts.values()) * ratio - parts["productive"]) < 1.0
+
+
+def test_eviction_window_prices_as_a_full_median_would(monkeypatch) -> None:
+    """The sorted window kept between evictions (`_typical_at_eviction`) gives the clock the same
+    state as recomputing the median at each eviction: random steps, stalls, restarts inside and
+    outside the history, unstamped steps with durations, and two clocks folded in turn."""
+    import random
+
+    import msgspec
+
+    from rlhealth.agents import training_time as tt_mod
+
+    def run(seed: int) -> list[bytes]:
+        rnd = random.Random(seed)
+        clocks = [TrainingClock(), TrainingClock()]
+        fronts = [0, 0]
+        now = [T, T]
+        for _ in range(1500):
+            c = rnd.randrange(2)
+            r = rnd.random()
+            if r < 0.004:
+                note_restart(clocks[c], now[c] + rnd.uniform(-2000, 10))
+                continue
+            fronts[c] += rnd.choice((1, 1, 1, 2, 5))
+            if r < 0.08:  # unstamped: its duration places it
+                note_step(clocks[c], now[c] - 5, fronts[c], rnd.uniform(10, 90))
+            else:
+                now[c] += rnd.choice((rnd.uniform(50, 70), 60.0, 60.0, rnd.uniform(0, 3000)))
+                note_step(clocks[c], now[c], fronts[c])
+        return [msgspec.msgpack.encode(c) for c in clocks]
+
+    used = 0
+    for seed in range(6):
+        tt_mod._WINDOWS.clear()
+        windowed = run(seed)
+        used += len(tt_mod._WINDOWS)
+        with monkeypatch.context() as m:
+            m.setattr(tt_mod, "_typical_at_eviction", lambda c: tt_mod.typical_step_s(c.advances, c.restarts))
+            full = run(seed)
+        assert windowed == full
+    assert used  # the windows were kept (between restarts), not rebuilt at every eviction

@@ -12,6 +12,7 @@
  *   peel_stamp.c  peel_stamp_batch, stamp_span: prefix peel and start-of-line stamp of matched lines
  *   hits.c        hit_lines, keep_hits: Hyperscan's matches to Classifier.scan's kept lines
  *   bare_pairs.c  bare_pairs: the "key: number" pairs of trainer metric lines
+ *   quoted_pairs.c quoted_pairs: the "'key': number" pairs of trainer metric dicts
  *   foldbatch.c   engine_fold: a batch's engine stats rows folded into their engines
  *   numconv.c     number_of (and fl_number_from_ascii for fields.c): int()/float() of short ASCII fields
  *   fastlines.h   what crosses files; utext.h: the reader over a str the hand-written matchers share
@@ -41,6 +42,8 @@ static PyMethodDef fl_methods[] = {
     {"keep_hits", fl_keep_hits, METH_VARARGS, "Classifier.scan's kept (line, rule, text) of sorted hits (see the module doc)."},
     /* bare_pairs.c */
     {"bare_pairs", fl_bare_pairs, METH_O, "fold_trainer._BARE_PAIR_RE.findall(text) (see the module doc)."},
+    /* quoted_pairs.c */
+    {"quoted_pairs", fl_quoted_pairs, METH_O, "fold_trainer._METRIC_PAIR_RE.findall(text) (see quoted_pairs.c)."},
     /* foldbatch.c */
     {"engine_fold", fl_engine_fold, METH_VARARGS, "fold_engines.engine_fold_py: engine stats rows folded into their engines (see foldbatch.c)."},
     /* numconv.c */

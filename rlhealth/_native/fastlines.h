@@ -98,6 +98,9 @@ FL_HIDDEN PyObject *fl_keep_hits(PyObject *self, PyObject *args);
 /* bare_pairs.c */
 FL_HIDDEN PyObject *fl_bare_pairs(PyObject *self, PyObject *arg);
 
+/* quoted_pairs.c */
+FL_HIDDEN PyObject *fl_quoted_pairs(PyObject *self, PyObject *arg);
+
 /* foldbatch.c */
 FL_HIDDEN PyObject *fl_engine_fold(PyObject *self, PyObject *args);
 

@@ -84,6 +84,86 @@ def trainer_progress(state: JobHealth, sig: str, f: dict, ts: float | None, k: i
         _trainer_metrics(state, f, ts, k, make_ev)
 
 
+def fold_progress(state: JobHealth, sigs: list[str], fields: list[dict], tss: list[float | None], ks: list[int],
+                  make_ev: Callable[[int, float | None], Ev], latest: LatestProgress) -> None:
+    """`trainer_progress(state, sigs[i], fields[i], tss[i], ks[i], make_ev, latest)` for each line in
+    order, but for its `touch_role(state, roles.TRAINER, ts)`, which the caller did in the lines' order
+    (the roles' dict order is part of the state). Step and metric lines (most of a dense trainer log)
+    are folded here with what they read hoisted out of the loop; nothing else in a batch's fold reads
+    or writes the trainer, its clock or the metric histories between them (the caller folds these
+    lines before any line of another effect)."""
+    tr = state.trainer
+    clock = state.clock
+    hist = state.metrics
+    plans = _PLANS
+    for sig, f, ts, k in zip(sigs, fields, tss, ks):
+        if sig == "trainer_metrics":
+            if ts is not None and (latest.ts is None or ts >= latest.ts):
+                latest.ts = ts
+                latest.k = k
+            raw = f.get("metrics")
+            step = f.get("step")
+            if type(step) is not int:
+                step = as_int(step)
+            if isinstance(raw, str):
+                pairs = ("'" in raw or '"' in raw) and _quoted_pairs(raw) or _bare_pairs(raw)
+                plan = plans.get(tuple([key for key, _ in pairs])) or _plan_of(pairs)
+            else:
+                pairs = []
+                plan = _plan_of(pairs)
+            if step is not None and ts is not None:
+                last = tr.last_step
+                if last is None or step > last:
+                    push_capped(tr.step_ts, (ts, step), MAX_STEP_HISTORY)
+                    tr.last_step = step
+                    training_time.note_step(clock, ts, step, _step_time(pairs, plan) if plan[0] >= 0 else None)
+                elif step == last and clock.untimed_from is not None and plan[0] >= 0 \
+                        and (duration := _step_time(pairs, plan)) is not None:
+                    training_time.note_duration(clock, step, duration)
+            if ts is None or not plan[1]:
+                continue
+            seen = 0  # the kinds already kept from this line, as bits (one value per kind per line)
+            nonfinite_line = False
+            for i, kind, loss_or_grad in plan[1]:
+                v = float(pairs[i][1].replace("Infinity", "inf"))
+                if v - v != 0.0:  # not finite (inf - inf and nan - nan are nan)
+                    if loss_or_grad and not nonfinite_line:
+                        nonfinite_line = True
+                        hist.nonfinite += 1
+                        hist.nonfinite_ev = make_ev(k, ts)
+                    continue
+                if kind is None:
+                    continue
+                bit = _KIND_BITS[kind]
+                if seen & bit:
+                    continue
+                seen |= bit
+                items = getattr(hist, kind)
+                items.append((ts, v))
+                if len(items) > MAX_METRIC_HISTORY:
+                    del items[: len(items) - MAX_METRIC_HISTORY]
+        elif sig == "trainer_step":
+            step = f.get("step")
+            if type(step) is not int:
+                step = as_int(step)
+            last = tr.last_step
+            if step is not None and last is not None and step <= last:
+                continue  # a restarted process re-printing the same step is not progress
+            if ts is not None and (latest.ts is None or ts >= latest.ts):
+                latest.ts = ts
+                latest.k = k
+            if step is not None and ts is not None:
+                if last is None or step != last:
+                    push_capped(tr.step_ts, (ts, step), MAX_STEP_HISTORY)
+                tr.last_step = step if last is None else max(last, step)
+                training_time.note_step(clock, ts, step)
+        else:
+            trainer_progress(state, sig, f, ts, k, make_ev, latest)
+
+
+_KIND_BITS = {"loss": 1, "grad_norm": 2, "entropy": 4}
+
+
 # Unquoted "key:value" (verl " - actor/entropy:0.5") and "key: value |" (Megatron "lm loss: 2.1E+00 |").
 _BARE_PAIR_RE = re.compile(r"(?:^|[\s|{,])([A-Za-z][\w/.\-]*(?: [a-z][\w/.\-]*)?)\s*:\s*"
                            r"(-?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+)|-?(?:nan|NaN|inf|Infinity))(?=\s*(?:\||-\s|,|\}|$))")
@@ -95,6 +175,10 @@ _bare_pairs: Callable[[str], list[tuple[str, str]]] = native_function("bare_pair
 
 _METRIC_PAIR_RE = re.compile(r"""['"]([\w/.\-]+)['"]\s*:\s*"""
                              r"(-?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+)|-?(?:nan|NaN|inf|Infinity))")
+
+
+# findall of it, written out in C when the helper is built (tests/test_bytescan.py holds the two equal)
+_quoted_pairs: Callable[[str], list[tuple[str, str]]] = native_function("quoted_pairs") or _METRIC_PAIR_RE.findall
 
 
 # A step's own wall time in trainer metric dicts (verl prints it on every step line).
@@ -151,7 +235,7 @@ def _trainer_metrics(state: JobHealth, f: dict, ts: float | None, k: int,
     raw = f.get("metrics")
     step = as_int(f.get("step"))
     # quoted pairs need a quote: verl's and Megatron's lines skip that search (a substring test is ~free)
-    pairs = (("'" in raw or '"' in raw) and _METRIC_PAIR_RE.findall(raw) or _bare_pairs(raw)) \
+    pairs = (("'" in raw or '"' in raw) and _quoted_pairs(raw) or _bare_pairs(raw)) \
         if isinstance(raw, str) else []
     plan = _plan_of(pairs)
     if step is not None and ts is not None:

@@ -16,7 +16,7 @@ from rlhealth.agents.failures import BENIGN_EXCEPTIONS, failure_class_of, is_con
 from rlhealth.agents.findings import Finding
 from rlhealth.agents.fold_common import as_int, clip, epoch, touch_role
 from rlhealth.agents.fold_engines import engine_config, engine_stats, fold_engine_rows
-from rlhealth.agents.fold_trainer import LatestProgress, trainer_progress
+from rlhealth.agents.fold_trainer import LatestProgress, fold_progress, trainer_progress
 from rlhealth.agents.normalize import (
     line_timestamp,
     line_timestamp_seen,
@@ -192,7 +192,9 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     # Per batch, what depends only on the rule (its declaration) or only on a line's prefixes (role,
     # attempt: the scheduler's attempt and the batch's source do not change within a batch); most
     # matched lines of dense logs share both with many others.
-    by_rule: dict[str, tuple[str, str | None, bool, bool, SignalCalls | None]] = {}
+    # (fast path: 1 engine stats, 2 progress, 0 _apply_match; the signal's declared role; a finding kind;
+    # the declared effect; the tally's calls of a fast-path rule)
+    by_rule: dict[str, tuple[int, str | None, bool, str, SignalCalls | None]] = {}
     # (role, attempt, engine id by engine label) per prefixes tuple
     by_prefixes: dict[tuple, tuple[str | None, int | None, dict[str | None, str]]] = {}
     no_ts = prev_stream_ts if prev_stream_ts is not None else batch_ts
@@ -231,6 +233,12 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     rows_ts: list[float] = []
     rows_f: list[dict] = []
     latest = LatestProgress(state.trainer)  # the batch's newest progress line, written at its end
+    # progress lines, folded in order by fold_progress before a line of another effect and at the end
+    prog_sig: list[str] = []
+    prog_f: list[dict] = []
+    prog_ts: list[float | None] = []
+    prog_k: list[int] = []
+    TRAINER = roles.TRAINER
     for k, (m, pk_dt) in enumerate(zip(matches, parsed)):
         text = m.text
         rule = m.rule
@@ -263,10 +271,9 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
             plain = rule.signal not in ("python_exception", "trainer_metrics_nonfinite")
             # the tally's calls of a rule the loop notes itself (engine stats, progress): this very line
             # is noted below, so the signal's place among the batch's first calls is kept
-            ri = by_rule[rule.id] = (effect, decl.role if decl is not None and decl.role in roles.ROLES else None,
-                                     rule.kind in FINDING_KINDS, plain,
-                                     tally.calls_of(rule.signal)
-                                     if plain and effect in ("engine_stats", "progress") else None)
+            fast = (1 if effect == "engine_stats" else 2 if effect == "progress" else 0) if plain else 0
+            ri = by_rule[rule.id] = (fast, decl.role if decl is not None and decl.role in roles.ROLES else None,
+                                     rule.kind in FINDING_KINDS, effect, tally.calls_of(rule.signal) if fast else None)
         pa = by_prefixes.get(prefixes)
         if pa is None:
             pa = by_prefixes[prefixes] = (roles.role_of_prefixes(prefixes), _named_attempt(batch, prefixes), {})
@@ -276,13 +283,16 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
         attempt = pa[1]
         if attempt is None:
             attempt = sched_attempt if ts is None or ends_by is None or ts > ends_by else attempt_at(state, ts)
-        if ri[0] == "engine_stats" and ri[3]:
+        fast = ri[0]
+        if fast == 1:
             f = m.fields
             if ts is not None:  # touch_role(state, roles.ENGINE, ts)
                 prev = role_last_ts.get(ENGINE)
                 if prev is None or ts > prev:
                     role_last_ts[ENGINE] = ts
-            label = str(f.get("engine") or "") or None
+            label = f.get("engine")
+            if type(label) is not str or not label:  # a non-empty str is its own label
+                label = str(label or "") or None
             eid = pa[2].get(label)
             if eid is None:
                 eid = pa[2][label] = roles.engine_identity(prefixes, label, engine_stream)
@@ -297,23 +307,32 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
                 rows_ts.append(ts)
                 rows_f.append(f)
             ev = None  # tallied below: its Ev is built only if kept
-        elif ri[0] == "progress" and ri[3]:
+        elif fast == 2:
             # trainer progress lines (most of a dense trainer log), without _apply_match's dispatch and
             # with their Ev built only when kept: what _apply_match does for them
-            if ts is not None:  # touch_role(state, role, ts)
+            if ts is not None:  # touch_role(state, role, ts), then trainer_progress's touch_role(state, TRAINER, ts)
                 prev = role_last_ts.get(role)
                 if prev is None or ts > prev:
                     role_last_ts[role] = ts
-            trainer_progress(state, rule.signal, m.fields, ts, k, make_ev, latest)
+                prev = role_last_ts.get(TRAINER)
+                if prev is None or ts > prev:
+                    role_last_ts[TRAINER] = ts
+            prog_sig.append(rule.signal)
+            prog_f.append(m.fields)
+            prog_ts.append(ts)
+            prog_k.append(k)
             ev = None  # tallied below: its Ev is built only if kept
         else:
-            if ri[0] == "engine_stats" and rows_ts:
+            if prog_k:
+                fold_progress(state, prog_sig, prog_f, prog_ts, prog_k, make_ev, latest)
+                prog_sig, prog_f, prog_ts, prog_k = [], [], [], []
+            if ri[3] == "engine_stats" and rows_ts:
                 fold_engine_rows(state, rows_eng, rows_ts, rows_f)
                 rows_eng, rows_ts, rows_f = [], [], []
             ev = Ev(ts, key, clip(text), rule.id, stream, offsets[index] if offsets is not None else None)
-            _apply_match(state, m, rest, prefixes, role, ts, ev, attempt, lines, batch, key, catalog, ri[0], tally,
+            _apply_match(state, m, rest, prefixes, role, ts, ev, attempt, lines, batch, key, catalog, ri[3], tally,
                          k, make_ev, latest)
-        if ev is None:  # an engine-stats or progress line: its signal call, applied once per batch
+        if fast:  # an engine-stats or progress line: its signal call, applied once per batch
             calls = ri[4]
             assert calls is not None
             calls.tss.append(ts)
@@ -336,6 +355,8 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
             ))
     if rows_ts:
         fold_engine_rows(state, rows_eng, rows_ts, rows_f)
+    if prog_k:
+        fold_progress(state, prog_sig, prog_f, prog_ts, prog_k, make_ev, latest)
     latest.apply(state.trainer, make_ev)
     tally.flush(state)
     # Carry the traceback context over the batch boundary (matched lines only, so a reader that

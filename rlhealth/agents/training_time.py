@@ -146,11 +146,52 @@ def _advance(clock: TrainingClock, end: float, steps: int) -> None:
     clock.advances.append((clock.frontier_ts, end, steps))
     clock.frontier_ts = end
     if len(clock.advances) > MAX_ADVANCES:
-        typical = typical_step_s(clock.advances, clock.restarts)
+        typical = _typical_at_eviction(clock)
         first = clock.advances.pop(0)
         old = _price([first], [_restart_within(clock.restarts, first[0], first[1])], typical)
         clock.priced = (clock.priced[0] + old[0], clock.priced[1] + old[1], clock.priced[2] + old[2],
                         clock.priced[3] + old[3])
+
+
+# Per clock (by id), the advances as of its last eviction and their seconds per step, sorted: once the
+# history is full every advance evicts one, and re-sorting all of them each time was most of a dense
+# trainer log's per-step cost. The advances are compared before the window is used, so a stale or
+# reused id only costs a rebuild.
+_WINDOWS: dict[int, tuple[list[tuple[float, float, int]], list[float]]] = {}
+_MAX_WINDOWS = 1024
+
+
+def _typical_at_eviction(clock: TrainingClock) -> float | None:
+    """`typical_step_s(clock.advances, clock.restarts)` of a full history (MAX_ADVANCES + 1 advances),
+    from the window kept since the previous eviction when no restart falls inside the advances."""
+    advances, restarts = clock.advances, clock.restarts
+    if restarts:
+        i = bisect.bisect_right(restarts, advances[0][0])
+        if i < len(restarts) and restarts[i] <= advances[-1][1]:
+            _WINDOWS.pop(id(clock), None)
+            return typical_step_s(advances, restarts)
+    start, end, steps = advances[-1]
+    newest = (end - start) / steps
+    oldest = advances[0]
+    kept = _WINDOWS.get(id(clock))
+    older = advances[:-1]
+    if kept is not None and kept[0] == older:
+        window = kept[1]
+    else:
+        window = sorted([(e - s) / n for s, e, n in older])
+        if any(x != x for x in window):  # a NaN (not seen in practice): sorted()'s order is not bisect's
+            return typical_step_s(advances, restarts)
+    if newest != newest:
+        _WINDOWS.pop(id(clock), None)
+        return typical_step_s(advances, restarts)
+    bisect.insort(window, newest)
+    n = len(window)
+    typical = window[n // 2] if n % 2 else (window[n // 2 - 1] + window[n // 2]) / 2
+    del window[bisect.bisect_left(window, (oldest[1] - oldest[0]) / oldest[2])]
+    if len(_WINDOWS) >= _MAX_WINDOWS and id(clock) not in _WINDOWS:
+        _WINDOWS.clear()
+    _WINDOWS[id(clock)] = (advances[1:], window)
+    return typical
 
 
 def _restart_within(restarts: list[float], start: float, end: float) -> bool:

@@ -88,7 +88,7 @@ def probe(capture: Path, now_text: str | None, fmt: str, db: Path | None, rules_
     event-time order, with no Kafka and no cluster.
     """
     from rlhealth.agents.render import training_time_text
-    from rlhealth.embedded import keep_freed_memory, stderr_is_tty
+    from rlhealth.embedded import collect_garbage_rarely, keep_freed_memory, stderr_is_tty
     from rlhealth.embedded import probe as run_probe
     from rlhealth.runtime import build_core
     from rlhealth.schemas import render_text
@@ -100,6 +100,7 @@ def probe(capture: Path, now_text: str | None, fmt: str, db: Path | None, rules_
         sys.exit(EXIT_USAGE)
     keep_freed_memory()
     core = build_core(tuple(str(d) for d in rules_dirs))
+    collect_garbage_rarely()
     store = None
     if db is not None:
         from rlhealth.sinks.duckdb import EvidenceStore
