@@ -91,6 +91,7 @@ def test_native_extension_is_built_when_a_compiler_exists() -> None:
     assert bytescan.fields_batch_vllm_v1 is _fastlines.fields_batch_vllm_v1, "rlhealth._fastlines is stale: rebuild it"
     assert normalize._native_peel is _fastlines.peel_stamp_batch, "rlhealth._fastlines is stale: rebuild it"
     assert bytescan.hit_lines is _fastlines.hit_lines, "rlhealth._fastlines is stale: rebuild it"
+    assert bytescan.HitSink is _fastlines.HitSink, "rlhealth._fastlines is stale: rebuild it"
     from rlhealth.agents import signatures
     assert signatures._keep_hits is _fastlines.keep_hits, "rlhealth._fastlines is stale: rebuild it"
     from rlhealth.agents import fold_trainer
@@ -638,6 +639,40 @@ def test_hit_lines_native_equals_python(block: bytes, raw: list, ordered: bool) 
     assert got == sorted({(block.count(b"\n", 0, to), rid) for to, rid in raw})
     starts, _ = bytescan.line_starts(block, 0)  # what the core used before on large blocks
     assert got == sorted({(bisect_right(starts, to) - 1, rid) for to, rid in raw})
+
+
+# -- HitSink: hyperscan's match handler, its matches as per-batch (line, rule) pairs ------------------------------
+
+@needs_native
+@FAST
+@given(st.binary(max_size=64).map(lambda b: b.replace(b"x", b"\n")), st.lists(st.tuples(st.integers(0, 64),
+       st.integers(0, 40)), max_size=30), st.integers(1, 9), st.booleans())
+@example(b"a\nb\n\nc", [(1, 3), (1, 2), (1, 3), (2, 0), (6, 1), (6, 1)], 2, True)
+@example(b"a\n\n\n\n\nb", [(6, 1), (0, 4)], 2, False)
+def test_hit_sink_native_equals_python(block: bytes, raw: list, size: int, ordered: bool) -> None:
+    raw = [(min(to, len(block)), rid) for to, rid in raw]
+    if ordered:
+        raw.sort()
+    native, twin = bytescan.HitSink(), bytescan.HitSinkPy()
+    for sink in (native, twin):
+        sink(7, 0, 0, 0, None)
+        sink.clear()  # forgotten
+        for to, rid in raw:
+            assert sink(rid, 0, to, 0, None) is None  # None: hyperscan goes on scanning
+    got, want = native.take(block, size), twin.take(block, size)
+    assert got == want
+    # by definition: hit_lines' pairs, per batch of `size` lines, with their distinct line counts
+    hits = bytescan.hit_lines_py(sorted(raw), block)
+    flat = [(b * size + line, rid) for b, (pairs, _) in enumerate(got) for line, rid in pairs]
+    assert flat == hits
+    assert [n for _, n in got] == [len({line for line, _ in pairs}) for pairs, _ in got]
+    assert all(0 <= line < size for pairs, _ in got for line, _ in pairs)
+    assert (got[-1][0] != []) if got else hits == []
+    assert native.take(block, size) == [] == twin.take(block, size)  # take forgets
+    for sink in (native, twin):
+        sink(0, 0, len(block) + 1, 0, None)
+        with pytest.raises(ValueError):
+            sink.take(block, size)
 
 
 # -- keep_hits: Classifier.scan's grouping of its hits ------------------------------------------------------------

@@ -250,6 +250,24 @@ def test_hyperscan_and_re2_identical():
     assert total > 10000
 
 
+def test_block_hit_batches_split_the_block_hits_alike_on_both_engines():
+    from rlhealth.agents.bytescan import split_hits_py, strip_ansi_bytes
+
+    engines = [Classifier(RULES, engine="hyperscan"), Classifier(RULES, engine="re2")]
+    total = 0
+    for name, lines in _all_corpus_lines():
+        block = strip_ansi_bytes("\n".join(ln.replace("\n", " ") for ln in lines).encode("utf-8", "surrogatepass"))
+        hits = engines[0].block_hits(block)
+        assert hits == engines[1].block_hits(block), name
+        for size in (1, 7, 500):
+            want = split_hits_py(hits, size)
+            for c in engines:
+                assert c.block_hit_batches(block, size) == want, (name, c.engine, size)
+        total += len(hits)
+    assert total > 10000
+    assert engines[0].block_hit_batches(b"", 5) == [] == engines[1].block_hit_batches(b"", 5)
+
+
 def test_scan_empty_and_order(clf):
     assert clf.scan([]) == []
     ms = clf.scan(["x", "Fatal Python error: Aborted", "y", "TimeoutError: RPC call to execute_model timed out."])

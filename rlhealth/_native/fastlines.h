@@ -95,6 +95,9 @@ FL_HIDDEN PyObject *fl_stamp_span(PyObject *self, PyObject *args);
 FL_HIDDEN PyObject *fl_hit_lines(PyObject *self, PyObject *args);
 FL_HIDDEN PyObject *fl_keep_hits(PyObject *self, PyObject *args);
 
+/* hitsink.c: adds the HitSink type to the module (0, or -1 with an exception set) */
+FL_HIDDEN int fl_add_hitsink(PyObject *module);
+
 /* bare_pairs.c */
 FL_HIDDEN PyObject *fl_bare_pairs(PyObject *self, PyObject *arg);
 

@@ -31,10 +31,11 @@ import msgspec
 from rlhealth.agents.bytescan import (
     VLLM_V1_BEFORE,
     VLLM_V1_EXTRACT,
+    HitSink,
     fields_batch,
     fields_batch_vllm_v1,
-    hit_lines,
     native_function,
+    split_hits_py,
     strip_ansi_bytes,
 )
 from rlhealth.agents.normalize import strip_ansi
@@ -99,6 +100,8 @@ class LineMatch(msgspec.Struct, gc=False):
 # Batches whose hits a reader handed over and the core has not scanned yet: a capture merge holds one
 # batch per log file (up to 64 files for the probe's workers), a reader up to 20 before a first timestamp.
 _MAX_HANDED = 128
+# `take`'s batch size for a whole block in one batch
+_ONE_BATCH = 1 << 62
 
 
 def block_pattern(pattern: str) -> str:
@@ -357,6 +360,7 @@ class Classifier:
             db = HS_COMPILE(exprs, list(range(len(exprs))), flags, hyperscan.HS_MODE_BLOCK)
             self._hs_db = db
             self._hs_scratch = hyperscan.Scratch(db)
+            self._hs_sink = HitSink()
 
     def _compile_re2(self) -> None:
         import re2
@@ -372,21 +376,19 @@ class Classifier:
             s.Compile()
         self._re2_set = s
 
-    def _hits_hyperscan(self, buf: bytes) -> list[tuple[int, int]]:
+    def _hit_batches_hyperscan(self, buf: bytes, size: int) -> list[tuple[list[tuple[int, int]], int]]:
         if self._hs_db is None or not buf:
             return []
-        raw: list[tuple[int, int]] = []
-        append = raw.append
+        # the match handler is C (`HitSink`): no Python call per match, and the (end, rule) pairs become the
+        # batches' (line, rule) pairs without a tuple per match
+        sink = self._hs_sink
+        sink.clear()
+        self._hs_db.scan(buf, match_event_handler=sink, scratch=self._hs_scratch)
+        return sink.take(buf, size)
 
-        def on_match(id_: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
-            append((to, id_))
-
-        self._hs_db.scan(buf, match_event_handler=on_match, scratch=self._hs_scratch)
-        if not raw:
-            return []
-        raw.sort()
-        # the newlines before each end offset, counted in one walk (memchr in C)
-        return hit_lines(raw, buf)
+    def _hits_hyperscan(self, buf: bytes) -> list[tuple[int, int]]:
+        batches = self._hit_batches_hyperscan(buf, _ONE_BATCH)
+        return batches[0][0] if batches else []
 
     def _hits_re2(self, data: list[bytes]) -> list[tuple[int, int]]:
         if not self._rules:
@@ -410,6 +412,16 @@ class Classifier:
         if self._engine == "hyperscan":
             return self._hits_hyperscan(stripped)
         return self._hits_re2(stripped.split(b"\n"))
+
+    def block_hit_batches(self, stripped: bytes, size: int) -> list[tuple[list[tuple[int, int]], int]]:
+        """`block_hits` split into batches of `size` lines: per batch, its pairs with lines counted from
+        the batch's first and how many distinct lines they are on (`bytescan.split_hits_py`); the list
+        ends at the last batch with a hit."""
+        if not stripped or not self._rules:
+            return []
+        if self._engine == "hyperscan":
+            return self._hit_batches_hyperscan(stripped, size)
+        return split_hits_py(self._hits_re2(stripped.split(b"\n")), size)
 
     def hand_hits(self, lines: Sequence[str], hits: list[tuple[int, int]]) -> None:
         """A log reader that already scanned the bytes of `lines` (`block_hits`) hands over its
