@@ -552,6 +552,10 @@ _DENSE_LINES = [
     "[rank3]:[E321 02:07:08.412230519 ProcessGroupNCCL.cpp:1] x", "[pod/a-0/main] [rank1]: W1223 05:17:58.996000 3 y",
     "(raylet, ip=1.2.3.4) [2023-07-11 15:20:05,144 I 1 2] z", "(MyActor(index=2) pid=4) INFO 10-14 16:14:50 w",
     "2026-05-12T08:01:39.331095044Z stdout F (pid=3) INFO 10-14 16:14:50 v", "1234567890T",
+    # no start stamp: the any-ISO search decides (a 'T' and dashes without a stamp; stamps after a digit or cut)
+    " [2026-10-14 09:27:40] iteration 1/ 10 | throughput per GPU (TFLOP/s/GPU): 1", "x 2026-10-14T16:14:50.5+05:30 y",
+    "92026-10-14T16:14:50 z", "a-T 2026-10-14T16:14:5", "(A pid=1) x 2026-10-14T16:14:50Z", "2026-10-14T16:14:50",
+    "ab 2026-10-1٣T16:14:50 ٣2026-10-14T16:14:50",
 ]
 batch_line = st.one_of(ts_line, paren_text, stamp_text, st.sampled_from(_DENSE_LINES),
                        st.tuples(paren_text, stamp_text).map("".join))

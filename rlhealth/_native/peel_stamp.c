@@ -12,7 +12,7 @@
  *       names through name_memo / prefix_cls(name); the start-of-line stamp's branch and extent found here
  *       (the branches of normalize._TS_START_RE, tried in its order), its value memoised per branch in
  *       stamp_memos[branch] by matched text (the caller keeps them for one ref and tz), else stamp_fn(rest)
- *       (normalize._stamp_of_rest); no start stamp and no 'T' or '-' in rest: None. Any other shape (a
+ *       (normalize._stamp_of_rest); no start stamp and nothing _TS_ANY_ISO_RE finds in rest: None. Any other shape (a
  *       kubectl/CRI stamp, a "(" the memoised flat regex does not take) is slow(text). Twin:
  *       normalize.peel_and_stamp_batch_py.
  *
@@ -194,6 +194,22 @@ memo_get(PyObject *memo, PyObject *key, PyObject *fn, PyObject *arg, int store)
     return v;
 }
 
+/* Whether normalize._TS_ANY_ISO_RE.search(text[s:]) finds a match: some 'T' with "dddd-dd-dd" before it (its
+ * first digit not after another digit within text[s:]) and "dd:dd:dd" after it (what follows is optional).
+ * Without one _stamp_of_rest returns None: Megatron's " [2026-10-14 09:27:40] iteration ..." lines (a 'T' in
+ * "TFLOP", dashes in the date) took that Python search on every line. */
+static int
+any_iso_in(const utext *u, Py_ssize_t s)
+{
+    for (Py_ssize_t t = s + 10; t + 8 < u->n; t++) {
+        if (ch(u, t) != 'T' || shape(u, t - 10, "dddd-dd-ddTdd:dd:dd") < 0)
+            continue;
+        if (t - 10 == s || !Py_UNICODE_ISDECIMAL(ch(u, t - 11)))
+            return 1;
+    }
+    return 0;
+}
+
 /* (peel_stripped(text), its stamp) as normalize.peel_and_stamp gives them; ctx->slow(text) for the shapes
  * not done here (a kubectl/CRI stamp, a "(" prefix the flat regex does not take, too many prefixes). */
 static PyObject *
@@ -317,8 +333,8 @@ peel_one(PyObject *text, const peel_ctx *ctx)
             if (key != NULL)
                 dt = memo_get(PyTuple_GET_ITEM(ctx->stamp_memos, b), key, ctx->stamp_fn, rest, 1);
             Py_XDECREF(key);
-        } else if (PyUnicode_FindChar(text, 'T', s, u.n, 1) >= 0 && PyUnicode_FindChar(text, '-', s, u.n, 1) >= 0) {
-            dt = PyObject_CallOneArg(ctx->stamp_fn, rest); /* the any-ISO search */
+        } else if (any_iso_in(&u, s)) {
+            dt = PyObject_CallOneArg(ctx->stamp_fn, rest); /* the any-ISO search finds a stamp: convert it there */
         } else {
             dt = Py_NewRef(Py_None);
         }
