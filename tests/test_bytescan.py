@@ -556,6 +556,12 @@ _DENSE_LINES = [
     " [2026-10-14 09:27:40] iteration 1/ 10 | throughput per GPU (TFLOP/s/GPU): 1", "x 2026-10-14T16:14:50.5+05:30 y",
     "92026-10-14T16:14:50 z", "a-T 2026-10-14T16:14:5", "(A pid=1) x 2026-10-14T16:14:50Z", "2026-10-14T16:14:50",
     "ab 2026-10-1٣T16:14:50 ٣2026-10-14T16:14:50",
+    # stamps converted in C when ref and tz are UTC: yearless ones near a year's end or on Feb 29, impossible
+    # dates, fractions of every length, a zone (left to Python), Unicode digits
+    "INFO 02-29 10:00:00 x", "WARNING 12-31 23:59:59 y", "DEBUG 04-15 00:00:00 z", "INFO 13-01 00:00:00 w",
+    "[2026-02-30 10:00:00] z", "2026-10-14 09:42:01,7\tDEBUG x", "[2026-10-14 09:27:43.123456789+05:30 a",
+    "2026-10-14T09:27:43.1234567Z b", "[2026-10-14 09:27:43,144 I 1 2] r", "[2026-13-14 09:27:43,144 I 1 2] m",
+    "٢٠٢٦-10-14 09:27:40 c", "INFO 1٠-14 09:2٧:40 d", " [2026-10-14 09:27:40] iteration 1/ 10 |",
 ]
 batch_line = st.one_of(ts_line, paren_text, stamp_text, st.sampled_from(_DENSE_LINES),
                        st.tuples(paren_text, stamp_text).map("".join))
