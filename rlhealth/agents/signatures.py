@@ -50,6 +50,7 @@ __all__ = [
     "LineMatch",
     "Classifier",
     "block_pattern",
+    "one_match_tail",
     "to_ere",
     "convert_value",
     "hyperscan_available",
@@ -107,6 +108,74 @@ _ONE_BATCH = 1 << 62
 def block_pattern(pattern: str) -> str:
     """Pattern for block-mode scanning: negated classes must not cross a newline."""
     return pattern.replace("[^", "[^\\n")
+
+
+_BOUNDS_RE = re.compile(r"\{([0-9]+),([0-9]*)\}\Z")
+
+
+def one_match_tail(pattern: str) -> str:
+    """`pattern` with a repeat at its very end cut to its least count: ``Q[0-9]+`` -> ``Q[0-9]``,
+    ``Q={5,}`` -> ``Q={5}``. A line holds a match of one iff it holds a match of the other (a match of the
+    cut pattern extends to one of the whole; a match of the whole begins with one of the cut), so the
+    (line, rule) hits are the same; but Hyperscan reports a match at every end offset, one per digit of a
+    trailing number: the cut pattern ends once where the whole ended at each digit (the dense capture's
+    SGLang decode lines: ~7 matches a line). Only a top-level last atom (a character, an escape, a class, a
+    group) repeated with ``+`` or ``{n,}``/``{n,m}`` (n >= 1) is cut; anything else is returned as is."""
+    i, n = 0, len(pattern)
+    last: tuple[int, int] | None = None  # (end of the last top-level atom, end of its quantifier)
+    while i < n:
+        c = pattern[i]
+        start = i
+        if c == "\\":
+            i += 2
+        elif c == "[":
+            i += 2 if pattern.startswith("[^", i) else 1
+            if i < n and pattern[i] == "]":
+                i += 1
+            while i < n and pattern[i] != "]":
+                i += 2 if pattern[i] == "\\" else 1
+            i += 1
+        elif c == "(":
+            depth = 0
+            while i < n:
+                if pattern[i] == "\\":
+                    i += 2
+                    continue
+                if pattern[i] == "[":  # a class inside the group: skip it whole
+                    i += 2 if pattern.startswith("[^", i) else 1
+                    if i < n and pattern[i] == "]":
+                        i += 1
+                    while i < n and pattern[i] != "]":
+                        i += 2 if pattern[i] == "\\" else 1
+                    i += 1
+                    continue
+                depth += pattern[i] == "("
+                depth -= pattern[i] == ")"
+                i += 1
+                if depth == 0:
+                    break
+        elif c in "|^$":
+            i += 1
+            last = None
+            continue
+        else:
+            i += 1
+        atom_end = i
+        if i < n and pattern[i] in "+*?":
+            i += 1
+        elif i < n and pattern[i] == "{":
+            close = pattern.find("}", i)
+            i = n if close < 0 else close + 1
+        last = (atom_end, i) if start < atom_end <= n else None
+    if last is None or last[1] != n or last[0] >= n:
+        return pattern
+    quant = pattern[last[0]:]
+    if quant == "+":
+        return pattern[:last[0]]
+    m = _BOUNDS_RE.match(quant)
+    if m is not None and int(m.group(1)) >= 1:
+        return pattern[:last[0]] + "{" + m.group(1) + "}"
+    return pattern
 
 
 _ERE_SIMPLE = {"d": "[0-9]", "]": "]", "}": "}", "/": "/", "-": "-", ":": ":", "=": "=",
@@ -353,7 +422,8 @@ class Classifier:
     def _compile_hyperscan(self) -> None:
         import hyperscan
 
-        exprs = [block_pattern(r.pattern).encode("utf-8") for r in self._rules]
+        # one match per line where a pattern ends in a repeat (`one_match_tail`): fewer matches to hand over
+        exprs = [block_pattern(one_match_tail(r.pattern)).encode("utf-8") for r in self._rules]
         flags = [hyperscan.HS_FLAG_MULTILINE] * len(exprs)
         self._hs_db: hyperscan.Database | None = None
         if exprs:
