@@ -659,6 +659,7 @@ def test_hit_lines_native_equals_python(block: bytes, raw: list, ordered: bool) 
        st.integers(0, 40)), max_size=30), st.integers(1, 9), st.booleans())
 @example(b"a\nb\n\nc", [(1, 3), (1, 2), (1, 3), (2, 0), (6, 1), (6, 1)], 2, True)
 @example(b"a\n\n\n\n\nb", [(6, 1), (0, 4)], 2, False)
+@example(b"\n" * 5000, [(5000, 4097), (4999, 3), (10, 3), (5000, 3)], 10000, True)  # past the pair cache's bounds
 def test_hit_sink_native_equals_python(block: bytes, raw: list, size: int, ordered: bool) -> None:
     raw = [(min(to, len(block)), rid) for to, rid in raw]
     if ordered:

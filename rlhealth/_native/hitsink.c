@@ -20,11 +20,46 @@ typedef struct {
     unsigned long id;
 } sink_match;
 
+/* The (line, rule) pair tuples are shared between takes: a reader's batches all have the same size, so the same
+ * pairs recur in every batch of a dense log (746k pairs on the dense capture, a few thousand distinct ones); a
+ * tuple not made is one the garbage collector does not count and no one frees. Cached for lines below
+ * CACHE_LINES and rules below CACHE_RULES. */
+#define CACHE_LINES 4096
+#define CACHE_RULES 4096
+
 typedef struct {
     PyObject_HEAD
     sink_match *m;
     Py_ssize_t n, cap;
+    PyObject ***rows; /* rows[rule][line]: the tuple (line, rule), or NULL */
+    Py_ssize_t nrows;
 } HitSink;
+
+/* A new reference to (line, rid), from the cache when it can */
+static PyObject *
+pair_of(HitSink *s, Py_ssize_t line, unsigned long rid)
+{
+    if (line >= CACHE_LINES || rid >= CACHE_RULES)
+        return Py_BuildValue("(nk)", line, rid);
+    if ((Py_ssize_t)rid >= s->nrows) {
+        PyObject ***grown = PyMem_Realloc(s->rows, (rid + 1) * sizeof(PyObject **));
+        if (grown == NULL)
+            return PyErr_NoMemory();
+        for (Py_ssize_t r = s->nrows; r <= (Py_ssize_t)rid; r++)
+            grown[r] = NULL;
+        s->rows = grown;
+        s->nrows = (Py_ssize_t)rid + 1;
+    }
+    if (s->rows[rid] == NULL && (s->rows[rid] = PyMem_Calloc(CACHE_LINES, sizeof(PyObject *))) == NULL)
+        return PyErr_NoMemory();
+    PyObject *pair = s->rows[rid][line];
+    if (pair == NULL) {
+        if ((pair = Py_BuildValue("(nk)", line, rid)) == NULL)
+            return NULL;
+        s->rows[rid][line] = pair;
+    }
+    return Py_NewRef(pair);
+}
 
 static void
 sink_dealloc(PyObject *self)
@@ -32,6 +67,14 @@ sink_dealloc(PyObject *self)
     HitSink *s = (HitSink *)self;
     PyTypeObject *tp = Py_TYPE(self);
     PyMem_Free(s->m);
+    for (Py_ssize_t r = 0; r < s->nrows; r++) {
+        if (s->rows[r] == NULL)
+            continue;
+        for (Py_ssize_t i = 0; i < CACHE_LINES; i++)
+            Py_XDECREF(s->rows[r][i]);
+        PyMem_Free(s->rows[r]);
+    }
+    PyMem_Free(s->rows);
     tp->tp_free(self);
     Py_DECREF(tp);
 }
@@ -105,8 +148,8 @@ close_batches(PyObject *out, PyObject **cur, Py_ssize_t *lines, Py_ssize_t upto)
 
 /* Append (line - batch start, rid) for the sorted unique rids[0:n] of one line to its batch */
 static int
-emit(PyObject *out, PyObject **cur, Py_ssize_t *lines, Py_ssize_t line, Py_ssize_t size, unsigned long *rids,
-     Py_ssize_t n)
+emit(HitSink *s, PyObject *out, PyObject **cur, Py_ssize_t *lines, Py_ssize_t line, Py_ssize_t size,
+     unsigned long *rids, Py_ssize_t n)
 {
     Py_ssize_t batch = line / size;
     if (close_batches(out, cur, lines, batch) < 0)
@@ -117,7 +160,7 @@ emit(PyObject *out, PyObject **cur, Py_ssize_t *lines, Py_ssize_t line, Py_ssize
     for (Py_ssize_t i = 0; i < n; i++) {
         if (i > 0 && rids[i] == rids[i - 1])
             continue;
-        PyObject *pair = Py_BuildValue("(nk)", line - batch * size, rids[i]);
+        PyObject *pair = pair_of(s, line - batch * size, rids[i]);
         if (pair == NULL)
             return -1;
         int rc = PyList_Append(*cur, pair);
@@ -168,7 +211,7 @@ sink_take(PyObject *self, PyObject *args)
         line += fl_newline_count((const char *)buf.buf + pos, (Py_ssize_t)(to - pos));
         pos = to;
         if (line != cur_line) {
-            if (nr > 0 && emit(out, &cur, &lines, cur_line, size, rids, nr) < 0)
+            if (nr > 0 && emit(s, out, &cur, &lines, cur_line, size, rids, nr) < 0)
                 goto fail;
             nr = 0;
             cur_line = line;
@@ -184,7 +227,7 @@ sink_take(PyObject *self, PyObject *args)
         rids[nr++] = s->m[i].id;
     }
     if (nr > 0) {
-        if (emit(out, &cur, &lines, cur_line, size, rids, nr) < 0)
+        if (emit(s, out, &cur, &lines, cur_line, size, rids, nr) < 0)
             goto fail;
         if (close_batches(out, &cur, &lines, cur_line / size + 1) < 0)
             goto fail;
@@ -218,6 +261,8 @@ sink_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     if (s != NULL) {
         s->m = NULL;
         s->n = s->cap = 0;
+        s->rows = NULL;
+        s->nrows = 0;
     }
     return (PyObject *)s;
 }
