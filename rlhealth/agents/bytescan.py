@@ -16,10 +16,10 @@ from operator import add
 from types import ModuleType
 from typing import Any
 
-__all__ = ["ANSI_PATTERN", "HitSink", "HitSinkPy", "NATIVE", "VLLM_V1_BEFORE", "VLLM_V1_EXTRACT", "count_newlines", "fields_batch",
-           "fields_batch_vllm_v1", "fields_of", "hit_lines", "line_starts", "native_function", "strip_ansi_bytes",
-           "utf8_valid", "count_newlines_py", "fields_batch_py", "fields_of_py", "hit_lines_py", "line_starts_py",
-           "number_of_py", "split_hits_py", "strip_ansi_bytes_py", "utf8_valid_py"]
+__all__ = ["ANSI_PATTERN", "HitSink", "HitSinkPy", "NATIVE", "VLLM_V1_BEFORE", "VLLM_V1_EXTRACT", "count_newlines",
+           "fields_batch", "fields_batch_vllm_v1", "fields_of", "hit_lines", "line_starts", "native_function",
+           "strip_ansi_bytes", "utf8_valid", "count_newlines_py", "fields_batch_py", "fields_of_py", "hit_lines_py",
+           "line_starts_py", "number_of_py", "split_hits_py", "strip_ansi_bytes_py", "utf8_valid_py"]
 
 # CSI sequences (colours, cursor moves), OSC sequences (hyperlinks/titles) and two-byte escapes.
 # The ESC is factored out (a literal prefix the regex engine searches for) and the SGR colour shape
