@@ -591,7 +591,10 @@ _VLLM_PIECES = ["Avg prompt throughput: ", "Engine ", "000", "1", "12.5", ".", "
                 ", Deferred: ", ", KV fetch: ", " waiting to start, ", " in progress, ", " completed waiting",
                 ", Preemptions: ", ", GPU KV cache usage: ", ", CPU", ", Gpu", " KV cache usage: ", "%",
                 ", Prefix cache hit rate: ", " Engines Aggregated: ", "Engine 000: ", "INFO 10-13 06:20:34 [x.py:1] "]
-_NUM = st.sampled_from(["0", "12", "3.5", "0.0", ".", "1.2.3", "٣", "", "12a", "99.9"])
+_NUM = st.sampled_from(["0", "12", "3.5", "0.0", ".", "1.2.3", "٣", "", "12a", "99.9",
+                        # past the fast conversions: > 18 digits, > 15 significant, > 22 after the '.', > 64 chars
+                        "12345678901234567890", "1234567890.1234567890", "0.00000000000000000000001",
+                        "1" * 70, "2." + "5" * 70])
 
 
 @st.composite
