@@ -91,6 +91,7 @@ def test_native_extension_is_built_when_a_compiler_exists() -> None:
     assert bytescan.fields_batch_vllm_v1 is _fastlines.fields_batch_vllm_v1, "rlhealth._fastlines is stale: rebuild it"
     assert normalize._native_peel is _fastlines.peel_stamp_batch, "rlhealth._fastlines is stale: rebuild it"
     assert bytescan.hit_lines is _fastlines.hit_lines, "rlhealth._fastlines is stale: rebuild it"
+    assert bytescan.HitSink is _fastlines.HitSink, "rlhealth._fastlines is stale: rebuild it"
     from rlhealth.agents import signatures
     assert signatures._keep_hits is _fastlines.keep_hits, "rlhealth._fastlines is stale: rebuild it"
     from rlhealth.agents import fold_trainer
@@ -551,6 +552,16 @@ _DENSE_LINES = [
     "[rank3]:[E321 02:07:08.412230519 ProcessGroupNCCL.cpp:1] x", "[pod/a-0/main] [rank1]: W1223 05:17:58.996000 3 y",
     "(raylet, ip=1.2.3.4) [2023-07-11 15:20:05,144 I 1 2] z", "(MyActor(index=2) pid=4) INFO 10-14 16:14:50 w",
     "2026-05-12T08:01:39.331095044Z stdout F (pid=3) INFO 10-14 16:14:50 v", "1234567890T",
+    # no start stamp: the any-ISO search decides (a 'T' and dashes without a stamp; stamps after a digit or cut)
+    " [2026-10-14 09:27:40] iteration 1/ 10 | throughput per GPU (TFLOP/s/GPU): 1", "x 2026-10-14T16:14:50.5+05:30 y",
+    "92026-10-14T16:14:50 z", "a-T 2026-10-14T16:14:5", "(A pid=1) x 2026-10-14T16:14:50Z", "2026-10-14T16:14:50",
+    "ab 2026-10-1٣T16:14:50 ٣2026-10-14T16:14:50",
+    # stamps converted in C when ref and tz are UTC: yearless ones near a year's end or on Feb 29, impossible
+    # dates, fractions of every length, a zone (left to Python), Unicode digits
+    "INFO 02-29 10:00:00 x", "WARNING 12-31 23:59:59 y", "DEBUG 04-15 00:00:00 z", "INFO 13-01 00:00:00 w",
+    "[2026-02-30 10:00:00] z", "2026-10-14 09:42:01,7\tDEBUG x", "[2026-10-14 09:27:43.123456789+05:30 a",
+    "2026-10-14T09:27:43.1234567Z b", "[2026-10-14 09:27:43,144 I 1 2] r", "[2026-13-14 09:27:43,144 I 1 2] m",
+    "٢٠٢٦-10-14 09:27:40 c", "INFO 1٠-14 09:2٧:40 d", " [2026-10-14 09:27:40] iteration 1/ 10 |",
 ]
 batch_line = st.one_of(ts_line, paren_text, stamp_text, st.sampled_from(_DENSE_LINES),
                        st.tuples(paren_text, stamp_text).map("".join))
@@ -580,7 +591,10 @@ _VLLM_PIECES = ["Avg prompt throughput: ", "Engine ", "000", "1", "12.5", ".", "
                 ", Deferred: ", ", KV fetch: ", " waiting to start, ", " in progress, ", " completed waiting",
                 ", Preemptions: ", ", GPU KV cache usage: ", ", CPU", ", Gpu", " KV cache usage: ", "%",
                 ", Prefix cache hit rate: ", " Engines Aggregated: ", "Engine 000: ", "INFO 10-13 06:20:34 [x.py:1] "]
-_NUM = st.sampled_from(["0", "12", "3.5", "0.0", ".", "1.2.3", "٣", "", "12a", "99.9"])
+_NUM = st.sampled_from(["0", "12", "3.5", "0.0", ".", "1.2.3", "٣", "", "12a", "99.9",
+                        # past the fast conversions: > 18 digits, > 15 significant, > 22 after the '.', > 64 chars
+                        "12345678901234567890", "1234567890.1234567890", "0.00000000000000000000001",
+                        "1" * 70, "2." + "5" * 70])
 
 
 @st.composite
@@ -638,6 +652,41 @@ def test_hit_lines_native_equals_python(block: bytes, raw: list, ordered: bool) 
     assert got == sorted({(block.count(b"\n", 0, to), rid) for to, rid in raw})
     starts, _ = bytescan.line_starts(block, 0)  # what the core used before on large blocks
     assert got == sorted({(bisect_right(starts, to) - 1, rid) for to, rid in raw})
+
+
+# -- HitSink: hyperscan's match handler, its matches as per-batch (line, rule) pairs ------------------------------
+
+@needs_native
+@FAST
+@given(st.binary(max_size=64).map(lambda b: b.replace(b"x", b"\n")), st.lists(st.tuples(st.integers(0, 64),
+       st.integers(0, 40)), max_size=30), st.integers(1, 9), st.booleans())
+@example(b"a\nb\n\nc", [(1, 3), (1, 2), (1, 3), (2, 0), (6, 1), (6, 1)], 2, True)
+@example(b"a\n\n\n\n\nb", [(6, 1), (0, 4)], 2, False)
+@example(b"\n" * 5000, [(5000, 4097), (4999, 3), (10, 3), (5000, 3)], 10000, True)  # past the pair cache's bounds
+def test_hit_sink_native_equals_python(block: bytes, raw: list, size: int, ordered: bool) -> None:
+    raw = [(min(to, len(block)), rid) for to, rid in raw]
+    if ordered:
+        raw.sort()
+    native, twin = bytescan.HitSink(), bytescan.HitSinkPy()
+    for sink in (native, twin):
+        sink(7, 0, 0, 0, None)
+        sink.clear()  # forgotten
+        for to, rid in raw:
+            assert sink(rid, 0, to, 0, None) is None  # None: hyperscan goes on scanning
+    got, want = native.take(block, size), twin.take(block, size)
+    assert got == want
+    # by definition: hit_lines' pairs, per batch of `size` lines, with their distinct line counts
+    hits = bytescan.hit_lines_py(sorted(raw), block)
+    flat = [(b * size + line, rid) for b, (pairs, _) in enumerate(got) for line, rid in pairs]
+    assert flat == hits
+    assert [n for _, n in got] == [len({line for line, _ in pairs}) for pairs, _ in got]
+    assert all(0 <= line < size for pairs, _ in got for line, _ in pairs)
+    assert (got[-1][0] != []) if got else hits == []
+    assert native.take(block, size) == [] == twin.take(block, size)  # take forgets
+    for sink in (native, twin):
+        sink(0, 0, len(block) + 1, 0, None)
+        with pytest.raises(ValueError):
+            sink.take(block, size)
 
 
 # -- keep_hits: Classifier.scan's grouping of its hits ------------------------------------------------------------

@@ -250,6 +250,56 @@ def test_hyperscan_and_re2_identical():
     assert total > 10000
 
 
+def test_block_hit_batches_split_the_block_hits_alike_on_both_engines():
+    from rlhealth.agents.bytescan import split_hits_py, strip_ansi_bytes
+
+    engines = [Classifier(RULES, engine="hyperscan"), Classifier(RULES, engine="re2")]
+    total = 0
+    for name, lines in _all_corpus_lines():
+        block = strip_ansi_bytes("\n".join(ln.replace("\n", " ") for ln in lines).encode("utf-8", "surrogatepass"))
+        hits = engines[0].block_hits(block)
+        assert hits == engines[1].block_hits(block), name
+        for size in (1, 7, 500):
+            want = split_hits_py(hits, size)
+            for c in engines:
+                assert c.block_hit_batches(block, size) == want, (name, c.engine, size)
+        total += len(hits)
+    assert total > 10000
+    assert engines[0].block_hit_batches(b"", 5) == [] == engines[1].block_hit_batches(b"", 5)
+
+
+@pytest.mark.parametrize("pattern,cut", [
+    ("a+", "a"), ("x|y+", "x|y"), ("(?:ab)+", "(?:ab)"), ("[]a]+", "[]a]"), ("[^\\]]+", "[^\\]]"), ("a{2,}", "a{2}"),
+    ("a{2,5}", "a{2}"), ("\\d+", "\\d"), ("\\\\+", "\\\\"),
+    # left alone: an escaped '+', a class holding it, a repeat that may be empty or not at the end, a group's inside
+    ("a\\+", "a\\+"), ("[+]", "[+]"), ("a{0,3}", "a{0,3}"), ("a{3}", "a{3}"), ("ab*", "ab*"), ("a+$", "a+$"),
+    ("x+|y", "x+|y"), ("(a|b+)", "(a|b+)"), ("a+(?:b)", "a+(?:b)"),
+])
+def test_one_match_tail_cuts_only_a_trailing_repeat(pattern: str, cut: str) -> None:
+    from rlhealth.agents.signatures import one_match_tail
+
+    assert one_match_tail(pattern) == cut
+
+
+def test_one_match_tail_keeps_every_rule_s_lines():
+    # the cut pattern matches a line iff the rule's does (the hits stay the rule's), on every corpus line
+    import re
+
+    from rlhealth.agents.signatures import one_match_tail
+
+    cut = [(re.compile(r.pattern), re.compile(one_match_tail(r.pattern))) for r in RULES.rules
+           if one_match_tail(r.pattern) != r.pattern]
+    assert len(cut) >= 10  # the rules ending in a number
+    seen = 0
+    for _, lines in _all_corpus_lines():
+        for line in lines:
+            for whole, one in cut:
+                hit = whole.search(line) is not None
+                assert hit == (one.search(line) is not None), (whole.pattern, line)
+                seen += hit
+    assert seen > 50
+
+
 def test_scan_empty_and_order(clf):
     assert clf.scan([]) == []
     ms = clf.scan(["x", "Fatal Python error: Aborted", "y", "TimeoutError: RPC call to execute_model timed out."])

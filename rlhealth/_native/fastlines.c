@@ -11,13 +11,15 @@
  *   vllm_v1.c     fields_batch_vllm_v1: the vLLM V1 stats line's groups without the regexes
  *   peel_stamp.c  peel_stamp_batch, stamp_span: prefix peel and start-of-line stamp of matched lines
  *   hits.c        hit_lines, keep_hits: Hyperscan's matches to Classifier.scan's kept lines
+ *   hitsink.c     HitSink: a Hyperscan match handler in C, its matches as per-batch (line, rule) pairs
  *   bare_pairs.c  bare_pairs: the "key: number" pairs of trainer metric lines
  *   quoted_pairs.c quoted_pairs: the "'key': number" pairs of trainer metric dicts
  *   foldbatch.c   engine_fold: a batch's engine stats rows folded into their engines
  *   numconv.c     number_of (and fl_number_from_ascii for fields.c): int()/float() of short ASCII fields
  *   fastlines.h   what crosses files; utext.h: the reader over a str the hand-written matchers share
  *
- * This file is the module: its method table (one entry a line, grouped by file) and PyInit.
+ * This file is the module: its method table (one entry a line, grouped by file) and PyInit (which adds the one
+ * type, hitsink.c's HitSink).
  */
 #include "fastlines.h"
 
@@ -59,5 +61,8 @@ static struct PyModuleDef fl_module = {
 PyMODINIT_FUNC
 PyInit__fastlines(void)
 {
-    return PyModule_Create(&fl_module);
+    PyObject *m = PyModule_Create(&fl_module);
+    if (m != NULL && fl_add_hitsink(m) < 0)
+        Py_CLEAR(m);
+    return m;
 }

@@ -57,17 +57,24 @@ fl_str_arg(PyObject *arg, const char *fname)
  * for wider strs (used by keep_hits) */
 FL_HIDDEN PyObject *fl_strip_ansi_1byte(PyObject *s);
 
-/* fields.c: a rule-specific scanner: the values tuple (extract's groups, then extract_before's when it
- * matched) of a line, NotImplemented when it cannot tell (the regexes then do that line), NULL on error */
-typedef PyObject *(*fl_values_scanner)(PyObject *text, Py_ssize_t before_chars);
+/* fields.c: a rule-specific scanner: where the groups of a line are (extract's, then extract_before's when it
+ * matched): *ngroups groups (at most FL_MAX_SPANS), group g text[start[g]:end[g]] or absent (start[g] < 0).
+ * 1 when it could tell, 0 when not (the regexes then do that line), -1 on error */
+#define FL_MAX_SPANS 32
+typedef int (*fl_spans_scanner)(PyObject *text, Py_ssize_t before_chars, Py_ssize_t *start, Py_ssize_t *end,
+                                Py_ssize_t *ngroups);
 
 /* fields.c: fields_batch's argument parsing and loop, `scan` (or NULL) tried on each line before the regexes */
-FL_HIDDEN PyObject *fl_fields_batch_run(PyObject *args, const char *fmt, fl_values_scanner scan);
+FL_HIDDEN PyObject *fl_fields_batch_run(PyObject *args, const char *fmt, fl_spans_scanner scan);
 
 /* numconv.c: int(v) (shape 1: ASCII digits) or float(v) (shape 2: ASCII digits with exactly one '.', two or more
  * characters) of a str of that shape (fields.c's number_shape), a new reference; short ones without the copy
  * PyLong_FromUnicodeObject / PyFloat_FromString make (used by fields_of) */
 FL_HIDDEN PyObject *fl_number_from_ascii(PyObject *v, int shape);
+
+/* numconv.c: the same of n ASCII bytes s of that shape; NotImplemented where it would take the slow path (the
+ * caller then converts a str of them with fl_number_from_ascii) */
+FL_HIDDEN PyObject *fl_number_from_bytes(const unsigned char *s, Py_ssize_t n, int shape);
 
 /* ---- the Python-visible functions, by file (fastlines.c's method table) ------------------------------------ */
 
@@ -94,6 +101,9 @@ FL_HIDDEN PyObject *fl_stamp_span(PyObject *self, PyObject *args);
 /* hits.c */
 FL_HIDDEN PyObject *fl_hit_lines(PyObject *self, PyObject *args);
 FL_HIDDEN PyObject *fl_keep_hits(PyObject *self, PyObject *args);
+
+/* hitsink.c: adds the HitSink type to the module (0, or -1 with an exception set) */
+FL_HIDDEN int fl_add_hitsink(PyObject *module);
 
 /* bare_pairs.c */
 FL_HIDDEN PyObject *fl_bare_pairs(PyObject *self, PyObject *arg);

@@ -1,7 +1,8 @@
 /* The fields dict of a matched line from its regex groups, for one line and for every line a rule matched.
  * In C because it runs once per matched line, and the Python loop it replaces costs ~1 us a line. Twins:
  * bytescan.fields_of_py and bytescan.fields_batch_py. vllm_v1.c runs the batch loop here with its own scanner
- * in front of the regexes.
+ * in front of the regexes; a scanner gives the groups' places in the line (fields_from_spans makes the same dict
+ * as fields_from_values would of their strs, converting ASCII numbers without making the str).
  *
  *   fields_of(values: tuple, plan: tuple, convert, convert_size, defaults: dict | None) -> dict
  *       The fields dict of one matched line from its regex groups (`values`: extract's groups, then
@@ -41,6 +42,25 @@ number_shape(PyObject *v)
     if (dots == 0)
         return 1;
     return n >= 2 ? 2 : 0;
+}
+
+/* Every (key, value) of `defaults` (a dict, or None) missing from out, added in order: 0, or -1 on error */
+static int
+add_defaults(PyObject *out, PyObject *defaults)
+{
+    if (defaults == Py_None)
+        return 0;
+    if (!PyDict_Check(defaults)) {
+        PyErr_SetString(PyExc_TypeError, "fields_of() defaults must be a dict or None");
+        return -1;
+    }
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(defaults, &pos, &key, &value)) {
+        if (PyDict_SetDefault(out, key, value) == NULL)
+            return -1;
+    }
+    return 0;
 }
 
 /* fields_of's work, for a `values` tuple and a checked `plan` tuple (a new dict, or NULL with an exception). */
@@ -87,19 +107,86 @@ fields_from_values(PyObject *values, PyObject *plan, PyObject *convert, PyObject
         if (rc < 0)
             goto fail;
     }
-    if (defaults != Py_None) {
-        if (!PyDict_Check(defaults)) {
-            PyErr_SetString(PyExc_TypeError, "fields_of() defaults must be a dict or None");
+    if (add_defaults(out, defaults) < 0)
+        goto fail;
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* fields_from_values for the groups a scanner found: group g is text[start[g]:end[g]] (absent when start[g] < 0).
+ * A value of how 2 made of ASCII digits and dots is converted from its characters, without the str. */
+static PyObject *
+fields_from_spans(PyObject *text, const Py_ssize_t *start, const Py_ssize_t *end, Py_ssize_t ngroups, PyObject *plan,
+                  PyObject *convert, PyObject *convert_size, PyObject *defaults)
+{
+    PyObject *out = PyDict_New();
+    if (out == NULL)
+        return NULL;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t nplan = PyTuple_GET_SIZE(plan);
+    for (Py_ssize_t k = 0; k < nplan; k++) {
+        PyObject *step = PyTuple_GET_ITEM(plan, k);
+        if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 3) {
+            PyErr_SetString(PyExc_TypeError, "fields_of() plan items must be (name, index, how)");
             goto fail;
         }
-        PyObject *key, *value;
-        Py_ssize_t pos = 0;
-        while (PyDict_Next(defaults, &pos, &key, &value)) {
-            PyObject *got = PyDict_SetDefault(out, key, value);
-            if (got == NULL)
+        PyObject *name = PyTuple_GET_ITEM(step, 0);
+        Py_ssize_t idx = PyLong_AsSsize_t(PyTuple_GET_ITEM(step, 1));
+        long how = PyLong_AsLong(PyTuple_GET_ITEM(step, 2));
+        if ((idx == -1 || how == -1) && PyErr_Occurred())
+            goto fail;
+        if (idx < 0 || idx >= ngroups || start[idx] < 0)
+            continue;
+        Py_ssize_t a = start[idx], n = end[idx] - start[idx];
+        PyObject *conv = NULL;
+        if (how != 0 && how != 1 && n > 0 && n <= 64) {
+            unsigned char buf[64];
+            Py_ssize_t dots = 0, i = 0;
+            for (; i < n; i++) {
+                Py_UCS4 c = PyUnicode_READ(kind, data, a + i);
+                if (c == '.')
+                    dots++;
+                else if (c < '0' || c > '9')
+                    break;
+                buf[i] = (unsigned char)c;
+            }
+            int shape = i < n ? 0 : dots == 0 ? 1 : (dots == 1 && n >= 2) ? 2 : 0; /* number_shape's */
+            if (shape != 0) {
+                conv = fl_number_from_bytes(buf, n, shape);
+                if (conv == Py_NotImplemented)
+                    Py_CLEAR(conv); /* the slow path: from the str, below */
+                else if (conv == NULL)
+                    goto fail;
+            }
+        }
+        if (conv == NULL) {
+            PyObject *v = PyUnicode_Substring(text, a, a + n);
+            if (v == NULL)
+                goto fail;
+            if (how == 0) {
+                conv = v;
+            } else {
+                if (how == 1) {
+                    conv = PyObject_CallFunctionObjArgs(convert_size, name, v, NULL);
+                } else {
+                    int shape = number_shape(v);
+                    conv = shape == 1 || shape == 2 ? fl_number_from_ascii(v, shape) : PyObject_CallOneArg(convert, v);
+                }
+                Py_DECREF(v);
+            }
+            if (conv == NULL)
                 goto fail;
         }
+        int rc = PyDict_SetItem(out, name, conv);
+        Py_DECREF(conv);
+        if (rc < 0)
+            goto fail;
     }
+    if (add_defaults(out, defaults) < 0)
+        goto fail;
     return out;
 fail:
     Py_DECREF(out);
@@ -124,7 +211,7 @@ call_method0(PyObject *obj, const char *name)
 }
 
 PyObject *
-fl_fields_batch_run(PyObject *args, const char *fmt, fl_values_scanner scan)
+fl_fields_batch_run(PyObject *args, const char *fmt, fl_spans_scanner scan)
 {
     PyObject *texts, *search, *before, *plan, *convert, *convert_size, *defaults, *empty;
     Py_ssize_t before_chars;
@@ -139,18 +226,17 @@ fl_fields_batch_run(PyObject *args, const char *fmt, fl_values_scanner scan)
         PyObject *text = PyList_GET_ITEM(texts, i);
         PyObject *fields = NULL;
         if (scan != NULL && PyUnicode_Check(text)) {
-            PyObject *values = scan(text, before_chars);
-            if (values == NULL)
+            Py_ssize_t start[FL_MAX_SPANS], end[FL_MAX_SPANS], ngroups = 0;
+            int found = scan(text, before_chars, start, end, &ngroups);
+            if (found < 0)
                 goto fail;
-            if (values != Py_NotImplemented) {
-                fields = fields_from_values(values, plan, convert, convert_size, defaults);
-                Py_DECREF(values);
+            if (found > 0) {
+                fields = fields_from_spans(text, start, end, ngroups, plan, convert, convert_size, defaults);
                 if (fields == NULL)
                     goto fail;
                 PyList_SET_ITEM(out, i, fields);
                 continue;
             }
-            Py_DECREF(values);
         }
         PyObject *m = PyObject_CallOneArg(search, text);
         if (m == NULL)

@@ -22,11 +22,19 @@ static const double exact_pow10[23] = {
 PyObject *
 fl_number_from_ascii(PyObject *v, int shape)
 {
-    const unsigned char *s = PyUnicode_1BYTE_DATA(v);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(v);
+    PyObject *r = fl_number_from_bytes(PyUnicode_1BYTE_DATA(v), PyUnicode_GET_LENGTH(v), shape);
+    if (r != Py_NotImplemented)
+        return r;
+    Py_DECREF(r);
+    return shape == 1 ? PyLong_FromUnicodeObject(v, 10) : PyFloat_FromString(v);
+}
+
+PyObject *
+fl_number_from_bytes(const unsigned char *s, Py_ssize_t n, int shape)
+{
     if (shape == 1) {
         if (n > 18)
-            return PyLong_FromUnicodeObject(v, 10);
+            Py_RETURN_NOTIMPLEMENTED;
         long long x = 0;
         for (Py_ssize_t i = 0; i < n; i++)
             x = x * 10 + (s[i] - '0');
@@ -44,11 +52,11 @@ fl_number_from_ascii(PyObject *v, int shape)
         if (m == 0 && s[i] == '0')
             continue; /* a leading zero: not a significant digit */
         if (++significant > 15 || after_dot > 22)
-            return PyFloat_FromString(v);
+            Py_RETURN_NOTIMPLEMENTED;
         m = m * 10 + (uint64_t)(s[i] - '0');
     }
     if (after_dot > 22)
-        return PyFloat_FromString(v);
+        Py_RETURN_NOTIMPLEMENTED;
     return PyFloat_FromDouble((double)m / exact_pow10[after_dot]);
 }
 

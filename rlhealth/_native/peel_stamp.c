@@ -5,14 +5,16 @@
  * 684,730 calls and 5.7 s cum on the dense capture, the batch 1.0-1.4 s (BENCHMARKS.md, session 7).
  *
  *   peel_stamp_batch(texts: list, paren_memo: dict, paren_fn, paren_max: int, name_memo: dict, prefix_cls,
- *                    stamp_memos: tuple, stamp_fn, slow) -> list[tuple]
+ *                    stamp_memos: tuple, stamp_fn, slow, ref, tz) -> list[tuple]
  *       normalize.peel_and_stamp(text, ref, tz) for each of `texts` (ANSI-stripped matched lines; a text that
  *       is the very object before it gets the same result object). The prefix loop of _peel_uncached: "("
  *       prefixes through paren_memo / paren_fn(candidate) (normalize._paren_hit), "[pod/..]" and "[rankN]:"
  *       names through name_memo / prefix_cls(name); the start-of-line stamp's branch and extent found here
  *       (the branches of normalize._TS_START_RE, tried in its order), its value memoised per branch in
- *       stamp_memos[branch] by matched text (the caller keeps them for one ref and tz), else stamp_fn(rest)
- *       (normalize._stamp_of_rest); no start stamp and no 'T' or '-' in rest: None. Any other shape (a
+ *       stamp_memos[branch] by matched text (the caller keeps them for one ref and tz), else computed here
+ *       (vLLM, Ray and zone-less ISO stamps when ref's tzinfo and tz are datetime.UTC: normalize._yearless and
+ *       _aware's arithmetic; 61k Python conversions on the dense capture, one per second of log) or stamp_fn(rest)
+ *       (normalize._stamp_of_rest); no start stamp and nothing _TS_ANY_ISO_RE finds in rest: None. Any other shape (a
  *       kubectl/CRI stamp, a "(" the memoised flat regex does not take) is slow(text). Twin:
  *       normalize.peel_and_stamp_batch_py.
  *
@@ -22,6 +24,7 @@
  *       regex).
  */
 #include "utext.h"
+#include <datetime.h>
 
 /* Match a fixed shape at i: 'd' is \d, 'U' [A-Z], 'l' [a-z], anything else itself. The end, or -1. */
 static Py_ssize_t
@@ -173,7 +176,99 @@ fl_stamp_span(PyObject *self, PyObject *args)
 typedef struct {
     PyObject *paren_memo, *paren_fn, *name_memo, *prefix_cls, *stamp_memos, *stamp_fn, *slow;
     Py_ssize_t paren_max;
+    PyObject *ref, *tz; /* the stamps' reference time and zone: converted here when both are UTC */
 } peel_ctx;
+
+/* ---- the stamp's value, for the common branches, when ref and tz are UTC --------------------------------- */
+
+static inline int
+dec_at(const utext *u, Py_ssize_t i, int n)
+{
+    int v = 0;
+    for (int k = 0; k < n; k++)
+        v = v * 10 + Py_UNICODE_TODECIMAL(ch(u, i + k)); /* \d matched these: any Unicode decimal, as int() */
+    return v;
+}
+
+/* datetime(y, mo, d, h, mi, s, us, tzinfo=UTC), or Py_None where Python's constructor raises ValueError */
+static PyObject *
+utc_datetime(int y, int mo, int d, int h, int mi, int s, int us)
+{
+    PyObject *dt = PyDateTimeAPI->DateTime_FromDateAndTime(y, mo, d, h, mi, s, us, PyDateTime_TimeZone_UTC,
+                                                            PyDateTimeAPI->DateTimeType);
+    if (dt == NULL && PyErr_ExceptionMatches(PyExc_ValueError)) {
+        PyErr_Clear();
+        return Py_NewRef(Py_None);
+    }
+    return dt;
+}
+
+/* normalize._yearless(mo, d, h, mi, s, 0, ref, UTC) for a ref whose tzinfo is UTC */
+static PyObject *
+utc_yearless(PyObject *ref, int mo, int d, int h, int mi, int s)
+{
+    int year = PyDateTime_GET_YEAR(ref);
+    for (int y = year; y >= year - 1; y--) {
+        PyObject *dt = utc_datetime(y, mo, d, h, mi, s, 0);
+        if (dt == NULL)
+            return NULL;
+        if (dt == Py_None) { /* e.g. Feb 29 in a non-leap year */
+            Py_DECREF(dt);
+            continue;
+        }
+        if (y == year) { /* more than half a year after ref: last year's */
+            PyObject *ahead = PyNumber_Subtract(dt, ref);
+            PyObject *half = ahead != NULL ? PyDelta_FromDSU(183, 0, 0) : NULL;
+            int later = half != NULL ? PyObject_RichCompareBool(ahead, half, Py_GT) : -1;
+            Py_XDECREF(ahead);
+            Py_XDECREF(half);
+            if (later != 0) {
+                Py_DECREF(dt);
+                if (later < 0)
+                    return NULL;
+                continue;
+            }
+        }
+        return dt;
+    }
+    return Py_NewRef(Py_None);
+}
+
+/* The stamp normalize._stamp_of_match gives for branch b matched over [p, e), or NotImplemented when this
+ * does not convert it (ref or tz not UTC, another branch, an ISO stamp with a zone): stamp_fn does those. */
+static PyObject *
+stamp_value(const utext *u, int b, Py_ssize_t p, Py_ssize_t e, const peel_ctx *ctx)
+{
+    if (ctx->tz != PyDateTime_TimeZone_UTC || !PyDateTime_Check(ctx->ref)
+            || PyDateTime_DATE_GET_TZINFO(ctx->ref) != PyDateTime_TimeZone_UTC)
+        return Py_NewRef(Py_NotImplemented);
+    if (b == 0) { /* "LEVEL mm-dd HH:MM:SS": the shape ends the match */
+        Py_ssize_t q = e - 14;
+        return utc_yearless(ctx->ref, dec_at(u, q, 2), dec_at(u, q + 3, 2), dec_at(u, q + 6, 2),
+                            dec_at(u, q + 9, 2), dec_at(u, q + 12, 2));
+    }
+    if (b == 3) { /* "[yyyy-mm-dd HH:MM:SS,mmm L " */
+        return utc_datetime(dec_at(u, p + 1, 4), dec_at(u, p + 6, 2), dec_at(u, p + 9, 2), dec_at(u, p + 12, 2),
+                            dec_at(u, p + 15, 2), dec_at(u, p + 18, 2), dec_at(u, p + 21, 3) * 1000);
+    }
+    if (b == 4) { /* "[?yyyy-mm-dd[T ]HH:MM:SS(?:[.,]f{1,9})?" and no zone */
+        Py_ssize_t q = ch(u, p) == '[' ? p + 1 : p, f = q + 19;
+        int us = 0, k = 0;
+        if (f < e && one_of(ch(u, f), ".,")) {
+            for (f++; f < e && is_dec(u, f); f++, k++) {
+                if (k < 6)
+                    us = us * 10 + Py_UNICODE_TODECIMAL(ch(u, f));
+            }
+            for (; k < 6; k++)
+                us *= 10;
+        }
+        if (f != e)
+            return Py_NewRef(Py_NotImplemented); /* a zone follows */
+        return utc_datetime(dec_at(u, q, 4), dec_at(u, q + 5, 2), dec_at(u, q + 8, 2), dec_at(u, q + 11, 2),
+                            dec_at(u, q + 14, 2), dec_at(u, q + 17, 2), us);
+    }
+    return Py_NewRef(Py_NotImplemented);
+}
 
 #define MAX_PEELED 16
 
@@ -192,6 +287,22 @@ memo_get(PyObject *memo, PyObject *key, PyObject *fn, PyObject *arg, int store)
     if (v != NULL && store && PyDict_SetItem(memo, key, v) < 0)
         Py_CLEAR(v);
     return v;
+}
+
+/* Whether normalize._TS_ANY_ISO_RE.search(text[s:]) finds a match: some 'T' with "dddd-dd-dd" before it (its
+ * first digit not after another digit within text[s:]) and "dd:dd:dd" after it (what follows is optional).
+ * Without one _stamp_of_rest returns None: Megatron's " [2026-10-14 09:27:40] iteration ..." lines (a 'T' in
+ * "TFLOP", dashes in the date) took that Python search on every line. */
+static int
+any_iso_in(const utext *u, Py_ssize_t s)
+{
+    for (Py_ssize_t t = s + 10; t + 8 < u->n; t++) {
+        if (ch(u, t) != 'T' || shape(u, t - 10, "dddd-dd-ddTdd:dd:dd") < 0)
+            continue;
+        if (t - 10 == s || !Py_UNICODE_ISDECIMAL(ch(u, t - 11)))
+            return 1;
+    }
+    return 0;
 }
 
 /* (peel_stripped(text), its stamp) as normalize.peel_and_stamp gives them; ctx->slow(text) for the shapes
@@ -313,12 +424,24 @@ peel_one(PyObject *text, const peel_ctx *ctx)
         PyObject *dt = NULL;
         if (b >= 0) {
             /* the stamp is a function of the branch and the text it matched: one conversion per second */
-            PyObject *key = PyUnicode_Substring(text, p, e);
-            if (key != NULL)
-                dt = memo_get(PyTuple_GET_ITEM(ctx->stamp_memos, b), key, ctx->stamp_fn, rest, 1);
+            PyObject *key = PyUnicode_Substring(text, p, e), *memo = PyTuple_GET_ITEM(ctx->stamp_memos, b);
+            if (key != NULL) {
+                dt = PyDict_GetItemWithError(memo, key);
+                if (dt != NULL) {
+                    Py_INCREF(dt);
+                } else if (!PyErr_Occurred()) {
+                    dt = stamp_value(&u, b, p, e, ctx);
+                    if (dt == Py_NotImplemented) {
+                        Py_DECREF(dt);
+                        dt = PyObject_CallOneArg(ctx->stamp_fn, rest);
+                    }
+                    if (dt != NULL && PyDict_SetItem(memo, key, dt) < 0)
+                        Py_CLEAR(dt);
+                }
+            }
             Py_XDECREF(key);
-        } else if (PyUnicode_FindChar(text, 'T', s, u.n, 1) >= 0 && PyUnicode_FindChar(text, '-', s, u.n, 1) >= 0) {
-            dt = PyObject_CallOneArg(ctx->stamp_fn, rest); /* the any-ISO search */
+        } else if (any_iso_in(&u, s)) {
+            dt = PyObject_CallOneArg(ctx->stamp_fn, rest); /* the any-ISO search finds a stamp: convert it there */
         } else {
             dt = Py_NewRef(Py_None);
         }
@@ -344,9 +467,15 @@ fl_peel_stamp_batch(PyObject *self, PyObject *args)
 {
     PyObject *texts;
     peel_ctx ctx;
-    if (!PyArg_ParseTuple(args, "O!O!OnO!OO!OO:peel_stamp_batch", &PyList_Type, &texts, &PyDict_Type,
+    if (PyDateTimeAPI == NULL) {
+        PyDateTime_IMPORT;
+        if (PyDateTimeAPI == NULL)
+            return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "O!O!OnO!OO!OOOO:peel_stamp_batch", &PyList_Type, &texts, &PyDict_Type,
                           &ctx.paren_memo, &ctx.paren_fn, &ctx.paren_max, &PyDict_Type, &ctx.name_memo,
-                          &ctx.prefix_cls, &PyTuple_Type, &ctx.stamp_memos, &ctx.stamp_fn, &ctx.slow))
+                          &ctx.prefix_cls, &PyTuple_Type, &ctx.stamp_memos, &ctx.stamp_fn, &ctx.slow, &ctx.ref,
+                          &ctx.tz))
         return NULL;
     if (PyTuple_GET_SIZE(ctx.stamp_memos) != 7) {
         PyErr_SetString(PyExc_ValueError, "peel_stamp_batch() needs 7 stamp memos");

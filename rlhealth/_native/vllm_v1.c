@@ -1,6 +1,8 @@
 /* The vLLM V1 stats line (rules/packs/vllm.toml, vllm.v1_stats) without its two regex searches. These lines are
  * most of the matched lines of a busy inference log; scanned by hand in C, reading the str's data in place, a
- * line gives the same groups as the two searches in ~0.3 us against ~2 us.
+ * line gives the same groups as the two searches in ~0.3 us against ~2 us. The scanner gives the groups' places
+ * (fields.c's spans), not strs: a number is converted from the line's own characters (1.25-1.59 -> 1.08-1.15 us
+ * a line with the dict, BENCHMARKS.md session 9).
  *
  *   fields_batch_vllm_v1(...fields_batch's arguments...) -> list[dict]
  *       fields_batch (fields.c) for a rule whose extract and extract_before are bytescan.VLLM_V1_EXTRACT and
@@ -40,44 +42,44 @@ lit_at(const utext *u, Py_ssize_t i, const char *s)
 
 #define VLLM_V1_GROUPS 12
 
-/* extract.search(text).groups() + (extract_before.search(text, max(0, start - before_chars), start).groups() when
- * that matches) for the patterns bytescan.VLLM_V1_EXTRACT / VLLM_V1_BEFORE. The match starts at an occurrence of
+/* Where extract.search(text).groups() + (extract_before.search(text, max(0, start - before_chars), start).groups()
+ * when that matches) are, for the patterns bytescan.VLLM_V1_EXTRACT / VLLM_V1_BEFORE (fields.c's spans: no str
+ * made for a number). The match starts at an occurrence of
  * the literal "Avg prompt throughput: ": when the first occurrence carries the required part, it is the search's
  * match (leftmost), and each optional part that follows is taken exactly when it matches there (nothing after
- * it can fail). Any other case (no occurrence, or the first does not parse) is NotImplemented. */
-static PyObject *
-vllm_v1_values(PyObject *text, Py_ssize_t before_chars)
+ * it can fail). Any other case (no occurrence, or the first does not parse) is 0 (the regexes then). */
+static int
+vllm_v1_spans(PyObject *text, Py_ssize_t before_chars, Py_ssize_t *a, Py_ssize_t *b, Py_ssize_t *ngroups_out)
 {
     static PyObject *needle = NULL;
     if (needle == NULL && (needle = PyUnicode_InternFromString("Avg prompt throughput: ")) == NULL)
-        return NULL;
+        return -1;
     if (PyUnicode_READY(text) < 0)
-        return NULL;
+        return -1;
     utext u = utext_of(text);
     Py_ssize_t start = PyUnicode_Find(text, needle, 0, u.n, 1);
     if (start == -2)
-        return NULL;
+        return -1;
     if (start < 0)
-        Py_RETURN_NOTIMPLEMENTED;
-    Py_ssize_t a[VLLM_V1_GROUPS + 1], b[VLLM_V1_GROUPS + 1];
+        return 0;
     for (int g = 0; g <= VLLM_V1_GROUPS; g++)
         a[g] = b[g] = -1;
     Py_ssize_t i = start + 23, e, j, k;
     /* the required part */
     if ((e = num_dot(&u, i)) < 0)
-        Py_RETURN_NOTIMPLEMENTED;
+        return 0;
     a[0] = i, b[0] = e;
     if ((i = lit(&u, e, " tokens/s, Avg generation throughput: ")) < 0 || (e = num_dot(&u, i)) < 0)
-        Py_RETURN_NOTIMPLEMENTED;
+        return 0;
     a[1] = i, b[1] = e;
     if ((i = lit(&u, e, " tokens/s, Running: ")) < 0 || (e = decs(&u, i)) < 0)
-        Py_RETURN_NOTIMPLEMENTED;
+        return 0;
     a[2] = i, b[2] = e;
     if ((i = lit(&u, e, " reqs, Waiting: ")) < 0 || (e = decs(&u, i)) < 0)
-        Py_RETURN_NOTIMPLEMENTED;
+        return 0;
     a[3] = i, b[3] = e;
     if ((i = lit(&u, e, " reqs")) < 0)
-        Py_RETURN_NOTIMPLEMENTED;
+        return 0;
     /* (?:, Deferred: (\d+) reqs)? */
     j = lit(&u, i, ", Deferred: ");
     if ((e = decs(&u, j)) >= 0 && (k = lit(&u, e, " reqs")) >= 0)
@@ -122,22 +124,12 @@ vllm_v1_values(PyObject *text, Py_ssize_t before_chars)
                 a[12] = p, b[12] = start - 2, ngroups++;
         }
     }
-    PyObject *values = PyTuple_New(ngroups);
-    if (values == NULL)
-        return NULL;
-    for (int g = 0; g < ngroups; g++) {
-        PyObject *v = a[g] >= 0 ? PyUnicode_Substring(text, a[g], b[g]) : Py_NewRef(Py_None);
-        if (v == NULL) {
-            Py_DECREF(values);
-            return NULL;
-        }
-        PyTuple_SET_ITEM(values, g, v);
-    }
-    return values;
+    *ngroups_out = ngroups;
+    return 1;
 }
 
 PyObject *
 fl_fields_batch_vllm_v1(PyObject *self, PyObject *args)
 {
-    return fl_fields_batch_run(args, "O!OOnO!OOOO!:fields_batch_vllm_v1", vllm_v1_values);
+    return fl_fields_batch_run(args, "O!OOnO!OOOO!:fields_batch_vllm_v1", vllm_v1_spans);
 }

@@ -16,10 +16,10 @@ from operator import add
 from types import ModuleType
 from typing import Any
 
-__all__ = ["ANSI_PATTERN", "NATIVE", "VLLM_V1_BEFORE", "VLLM_V1_EXTRACT", "count_newlines", "fields_batch",
-           "fields_batch_vllm_v1", "fields_of", "hit_lines", "line_starts", "native_function", "strip_ansi_bytes",
-           "utf8_valid", "count_newlines_py", "fields_batch_py", "fields_of_py", "hit_lines_py", "line_starts_py",
-           "number_of_py", "strip_ansi_bytes_py", "utf8_valid_py"]
+__all__ = ["ANSI_PATTERN", "HitSink", "HitSinkPy", "NATIVE", "VLLM_V1_BEFORE", "VLLM_V1_EXTRACT", "count_newlines",
+           "fields_batch", "fields_batch_vllm_v1", "fields_of", "hit_lines", "line_starts", "native_function",
+           "strip_ansi_bytes", "utf8_valid", "count_newlines_py", "fields_batch_py", "fields_of_py", "hit_lines_py",
+           "line_starts_py", "number_of_py", "split_hits_py", "strip_ansi_bytes_py", "utf8_valid_py"]
 
 # CSI sequences (colours, cursor moves), OSC sequences (hyperlinks/titles) and two-byte escapes.
 # The ESC is factored out (a literal prefix the regex engine searches for) and the SGR colour shape
@@ -147,6 +147,57 @@ def hit_lines_py(raw: list[tuple[int, int]], block: bytes) -> list[tuple[int, in
     return sorted(hits)
 
 
+def split_hits_py(hits: list[tuple[int, int]], size: int) -> list[tuple[list[tuple[int, int]], int]]:
+    """Sorted (line, rule) pairs of a block split into batches of `size` lines: per batch, its pairs with
+    lines counted from the batch's first, and how many distinct lines they are on. The list ends at the
+    last batch with a pair."""
+    if size < 1:
+        raise ValueError("size must be positive")
+    out: list[tuple[list[tuple[int, int]], int]] = []
+    cur: list[tuple[int, int]] = []
+    lines = 0
+    prev = -1
+    for line, rid in hits:
+        batch = line // size
+        while len(out) < batch:
+            out.append((cur, lines))
+            cur, lines = [], 0
+        if line != prev:
+            lines += 1
+            prev = line
+        cur.append((line - batch * size, rid))
+    if hits:
+        out.append((cur, lines))
+    return out
+
+
+class HitSinkPy:
+    """A Hyperscan match handler recording (end, rule) of each match, and what a reader wants of them: the
+    C helper's `HitSink` gives the same (rlhealth/_native/hitsink.c)."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self) -> None:
+        self.raw: list[tuple[int, int]] = []
+
+    def __call__(self, id_: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+        self.raw.append((to, id_))
+
+    def clear(self) -> None:
+        self.raw = []
+
+    def take(self, block: bytes, size: int) -> list[tuple[list[tuple[int, int]], int]]:
+        """The recorded matches of `block` (every end within it) as `hit_lines_py` pairs split into batches of
+        `size` lines (`split_hits_py`); forgets them."""
+        raw, self.raw = self.raw, []
+        if size < 1:
+            raise ValueError("take() size must be positive")
+        if any(to > len(block) for to, _ in raw):
+            raise ValueError("take() match end outside the block")
+        raw.sort()
+        return split_hits_py(hit_lines_py(raw, block), size)
+
+
 # The vLLM V1 stats rule's extract and extract_before (rules/packs/vllm.toml, vllm.v1_stats): the C helper
 # scans those lines by hand (fields_batch_vllm_v1, held equal to fields_batch_py in tests/test_bytescan.py);
 # a rule with any other pair goes through fields_batch.
@@ -180,6 +231,7 @@ if _native is not None:
                                                                                        hit_lines_py)
     fields_batch_vllm_v1: Callable[..., list[dict[str, object]]] = getattr(_native, "fields_batch_vllm_v1",
                                                                            fields_batch)
+    HitSink: type[HitSinkPy] = getattr(_native, "HitSink", HitSinkPy)
 
     def line_starts(data: bytes, base: int) -> tuple[Sequence[int], int]:
         """(base + the start offset of every line of ``data.split(b"\\n")``, the longest line's
@@ -195,3 +247,4 @@ else:  # pragma: no cover
     fields_batch = fields_batch_py
     fields_batch_vllm_v1 = fields_batch_py
     hit_lines = hit_lines_py
+    HitSink = HitSinkPy

@@ -311,7 +311,8 @@ def line_timestamp_seen(line: str, ref: datetime, tz: tzinfo = UTC) -> datetime 
     if hit is not _MISS:
         return hit  # type: ignore[return-value]
     stripped = strip_ansi(line)
-    return peel_and_stamp(stripped, ref, tz)[1] if _HAS_CLOCK_RE.search(stripped) else None
+    # the batch pass (C when built) on one line: the same result as peel_and_stamp, without its Python parse
+    return peel_and_stamp_batch([stripped], ref, tz)[0][1] if _HAS_CLOCK_RE.search(stripped) else None
 
 # line_timestamp is pure: a small memo lets the log reader (batch event_time) and the core (stream
 # freshness) share the parse of a batch's last lines, which both look at.
@@ -409,7 +410,7 @@ def peel_and_stamp_batch(texts: list[str], ref: datetime, tz: tzinfo = UTC) -> l
     if len(_NAME_MEMO) >= _MEMO_SIZE:
         _NAME_MEMO.clear()
     return _native_peel(texts, _PAREN_MEMO, _paren_hit, _PREFIX_MEMO_MAX, _NAME_MEMO, Prefix, _BATCH_STAMPS,
-                        lambda rest: _stamp_of_rest(rest, ref, tz), lambda text: peel_and_stamp(text, ref, tz))
+                        lambda rest: _stamp_of_rest(rest, ref, tz), lambda text: peel_and_stamp(text, ref, tz), ref, tz)
 
 
 def timestamp_of_peeled(rest: str, outer: datetime | None, ref: datetime, tz: tzinfo = UTC) -> datetime | None:

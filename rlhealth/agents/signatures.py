@@ -31,10 +31,11 @@ import msgspec
 from rlhealth.agents.bytescan import (
     VLLM_V1_BEFORE,
     VLLM_V1_EXTRACT,
+    HitSink,
     fields_batch,
     fields_batch_vllm_v1,
-    hit_lines,
     native_function,
+    split_hits_py,
     strip_ansi_bytes,
 )
 from rlhealth.agents.normalize import strip_ansi
@@ -49,6 +50,7 @@ __all__ = [
     "LineMatch",
     "Classifier",
     "block_pattern",
+    "one_match_tail",
     "to_ere",
     "convert_value",
     "hyperscan_available",
@@ -99,11 +101,81 @@ class LineMatch(msgspec.Struct, gc=False):
 # Batches whose hits a reader handed over and the core has not scanned yet: a capture merge holds one
 # batch per log file (up to 64 files for the probe's workers), a reader up to 20 before a first timestamp.
 _MAX_HANDED = 128
+# `take`'s batch size for a whole block in one batch
+_ONE_BATCH = 1 << 62
 
 
 def block_pattern(pattern: str) -> str:
     """Pattern for block-mode scanning: negated classes must not cross a newline."""
     return pattern.replace("[^", "[^\\n")
+
+
+_BOUNDS_RE = re.compile(r"\{([0-9]+),([0-9]*)\}\Z")
+
+
+def one_match_tail(pattern: str) -> str:
+    """`pattern` with a repeat at its very end cut to its least count: ``Q[0-9]+`` -> ``Q[0-9]``,
+    ``Q={5,}`` -> ``Q={5}``. A line holds a match of one iff it holds a match of the other (a match of the
+    cut pattern extends to one of the whole; a match of the whole begins with one of the cut), so the
+    (line, rule) hits are the same; but Hyperscan reports a match at every end offset, one per digit of a
+    trailing number: the cut pattern ends once where the whole ended at each digit (the dense capture's
+    SGLang decode lines: ~7 matches a line). Only a top-level last atom (a character, an escape, a class, a
+    group) repeated with ``+`` or ``{n,}``/``{n,m}`` (n >= 1) is cut; anything else is returned as is."""
+    i, n = 0, len(pattern)
+    last: tuple[int, int] | None = None  # (end of the last top-level atom, end of its quantifier)
+    while i < n:
+        c = pattern[i]
+        start = i
+        if c == "\\":
+            i += 2
+        elif c == "[":
+            i += 2 if pattern.startswith("[^", i) else 1
+            if i < n and pattern[i] == "]":
+                i += 1
+            while i < n and pattern[i] != "]":
+                i += 2 if pattern[i] == "\\" else 1
+            i += 1
+        elif c == "(":
+            depth = 0
+            while i < n:
+                if pattern[i] == "\\":
+                    i += 2
+                    continue
+                if pattern[i] == "[":  # a class inside the group: skip it whole
+                    i += 2 if pattern.startswith("[^", i) else 1
+                    if i < n and pattern[i] == "]":
+                        i += 1
+                    while i < n and pattern[i] != "]":
+                        i += 2 if pattern[i] == "\\" else 1
+                    i += 1
+                    continue
+                depth += pattern[i] == "("
+                depth -= pattern[i] == ")"
+                i += 1
+                if depth == 0:
+                    break
+        elif c in "|^$":
+            i += 1
+            last = None
+            continue
+        else:
+            i += 1
+        atom_end = i
+        if i < n and pattern[i] in "+*?":
+            i += 1
+        elif i < n and pattern[i] == "{":
+            close = pattern.find("}", i)
+            i = n if close < 0 else close + 1
+        last = (atom_end, i) if start < atom_end <= n else None
+    if last is None or last[1] != n or last[0] >= n:
+        return pattern
+    quant = pattern[last[0]:]
+    if quant == "+":
+        return pattern[:last[0]]
+    m = _BOUNDS_RE.match(quant)
+    if m is not None and int(m.group(1)) >= 1:
+        return pattern[:last[0]] + "{" + m.group(1) + "}"
+    return pattern
 
 
 _ERE_SIMPLE = {"d": "[0-9]", "]": "]", "}": "}", "/": "/", "-": "-", ":": ":", "=": "=",
@@ -350,13 +422,15 @@ class Classifier:
     def _compile_hyperscan(self) -> None:
         import hyperscan
 
-        exprs = [block_pattern(r.pattern).encode("utf-8") for r in self._rules]
+        # one match per line where a pattern ends in a repeat (`one_match_tail`): fewer matches to hand over
+        exprs = [block_pattern(one_match_tail(r.pattern)).encode("utf-8") for r in self._rules]
         flags = [hyperscan.HS_FLAG_MULTILINE] * len(exprs)
         self._hs_db: hyperscan.Database | None = None
         if exprs:
             db = HS_COMPILE(exprs, list(range(len(exprs))), flags, hyperscan.HS_MODE_BLOCK)
             self._hs_db = db
             self._hs_scratch = hyperscan.Scratch(db)
+            self._hs_sink = HitSink()
 
     def _compile_re2(self) -> None:
         import re2
@@ -372,21 +446,19 @@ class Classifier:
             s.Compile()
         self._re2_set = s
 
-    def _hits_hyperscan(self, buf: bytes) -> list[tuple[int, int]]:
+    def _hit_batches_hyperscan(self, buf: bytes, size: int) -> list[tuple[list[tuple[int, int]], int]]:
         if self._hs_db is None or not buf:
             return []
-        raw: list[tuple[int, int]] = []
-        append = raw.append
+        # the match handler is C (`HitSink`): no Python call per match, and the (end, rule) pairs become the
+        # batches' (line, rule) pairs without a tuple per match
+        sink = self._hs_sink
+        sink.clear()
+        self._hs_db.scan(buf, match_event_handler=sink, scratch=self._hs_scratch)
+        return sink.take(buf, size)
 
-        def on_match(id_: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
-            append((to, id_))
-
-        self._hs_db.scan(buf, match_event_handler=on_match, scratch=self._hs_scratch)
-        if not raw:
-            return []
-        raw.sort()
-        # the newlines before each end offset, counted in one walk (memchr in C)
-        return hit_lines(raw, buf)
+    def _hits_hyperscan(self, buf: bytes) -> list[tuple[int, int]]:
+        batches = self._hit_batches_hyperscan(buf, _ONE_BATCH)
+        return batches[0][0] if batches else []
 
     def _hits_re2(self, data: list[bytes]) -> list[tuple[int, int]]:
         if not self._rules:
@@ -410,6 +482,16 @@ class Classifier:
         if self._engine == "hyperscan":
             return self._hits_hyperscan(stripped)
         return self._hits_re2(stripped.split(b"\n"))
+
+    def block_hit_batches(self, stripped: bytes, size: int) -> list[tuple[list[tuple[int, int]], int]]:
+        """`block_hits` split into batches of `size` lines: per batch, its pairs with lines counted from
+        the batch's first and how many distinct lines they are on (`bytescan.split_hits_py`); the list
+        ends at the last batch with a hit."""
+        if not stripped or not self._rules:
+            return []
+        if self._engine == "hyperscan":
+            return self._hit_batches_hyperscan(stripped, size)
+        return split_hits_py(self._hits_re2(stripped.split(b"\n")), size)
 
     def hand_hits(self, lines: Sequence[str], hits: list[tuple[int, int]]) -> None:
         """A log reader that already scanned the bytes of `lines` (`block_hits`) hands over its

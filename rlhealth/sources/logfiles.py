@@ -518,26 +518,25 @@ class LogReader:
             return
         assert self.prefilter is not None
         rules = self.prefilter.rules
-        hits = self.prefilter.block_hits(strip_ansi_bytes(data))
+        # the hits already split by batch (lines counted from the batch's first), with their distinct lines
+        hits = self.prefilter.block_hit_batches(strip_ansi_bytes(data), size)
         secrets = self.redactor.hit_lines(data, starts, off)
         if secrets:  # a marker that only a colour code made (prose ending in "token"): nothing to mask
             secrets = self.redactor.still_marked(data, starts, off, secrets)
-        h = s = 0
-        for i in range(0, count, size):
+        s = 0
+        for b, i in enumerate(range(0, count, size)):
             n = min(size, count - i)
             end = i + n
-            batch_hits: list[tuple[int, int]] = []
-            while h < len(hits) and hits[h][0] < end:
-                batch_hits.append((hits[h][0] - i, hits[h][1]))
-                h += 1
+            batch_hits, n_hit_lines = hits[b] if b < len(hits) else ([], 0)
             batch_secrets: list[int] = []
             while s < len(secrets) and secrets[s] < end:
                 batch_secrets.append(secrets[s] - i)
                 s += 1
-            yield from self._sparse_batch(data, starts, i, n, first_no, off, batch_hits, batch_secrets, rules, ref, fb)
+            yield from self._sparse_batch(data, starts, i, n, first_no, off, batch_hits, n_hit_lines, batch_secrets,
+                                          rules, ref, fb)
 
     def _sparse_batch(self, data: bytes, starts: Sequence[int], i: int, n: int, first_no: int, off: int,
-                      hits: list[tuple[int, int]], secrets: list[int], rules: tuple, ref: datetime,
+                      hits: list[tuple[int, int]], n_hit_lines: int, secrets: list[int], rules: tuple, ref: datetime,
                       fb: Callable[[], datetime]) -> Iterator[LogBatch]:
         lines = [""] * n
         total = len(starts)
@@ -554,16 +553,20 @@ class LogReader:
 
         # The core reads matched lines and the context before them (`anchors`: line -> lines before it
         # read whatever their times). Secret-marked lines are decoded to be masked.
+        # (`n_hit_lines`: how many distinct lines `hits` are on)
         anchors: dict[int, int] = {}
-        for j, rid in hits:
-            anchors[j] = max(anchors.get(j, 0), ingest.lines_before_match(rules[rid]))
         bstart = starts[i] - off
         bend = starts[i + n] - off - 1 if i + n < total else last
         # A batch where most lines are anchors or secret-marked (metric and progress lines) is decoded
         # whole, in one call: cheaper than a line at a time and than finding, per match, the stamped
         # line its time comes from. Every line decoded is a superset of what the core reads (it reads
-        # the same text).
-        whole = len(anchors.keys() | secrets) >= DENSE_BATCH_MIN_SHARE * n
+        # the same text). A whole batch needs no anchors (nothing is decoded around them): when it has no
+        # secret-marked line its hits' line count decides, without a pass over its hits.
+        whole = not secrets and n_hit_lines >= DENSE_BATCH_MIN_SHARE * n
+        if not whole:
+            for j, rid in hits:
+                anchors[j] = max(anchors.get(j, 0), ingest.lines_before_match(rules[rid]))
+            whole = len(anchors.keys() | secrets) >= DENSE_BATCH_MIN_SHARE * n
         if whole:
             lines = data[bstart:bend].decode("utf-8").split("\n")
         else:
