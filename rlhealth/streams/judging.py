@@ -26,13 +26,13 @@ from faust.types import TP
 
 from rlhealth.agents.core import as_of_verdict
 from rlhealth.agents.findings import JobMetrics
-from rlhealth.agents.stability import Stability, key_facts, next_band_at, stabilize
+from rlhealth.agents.stability import key_facts, needs_shown, next_band_at, stabilize_facts
 from rlhealth.schemas import Verdict, encode
 from rlhealth.sinks.evidence_records import metrics_point
 from rlhealth.sinks.prometheus import Exporter
 from rlhealth.streams.priority import JudgingPriority
 from rlhealth.streams.state_cache import DecodedStates
-from rlhealth.streams.tables import BookFacts, Tables, VerdictBook
+from rlhealth.streams.tables import BookFacts, Tables, VerdictBook, facts_digest
 
 if TYPE_CHECKING:
     from rlhealth.streams.workers import WorkerSettings
@@ -54,10 +54,11 @@ class _Sent(NamedTuple):
     job_id: str
     verdict: Verdict
     verdict_json: dict[str, Any]  # verdict.model_dump(mode="json"), what was sent
-    facts: tuple[Any, ...]  # stability.key_facts(verdict)
+    facts: str  # tables.facts_digest(stability.key_facts(verdict))
     wall: float
     expiry: str | None
-    stability: Stability
+    pending_call: tuple[str, bool] | None  # the hysteresis' memory after this verdict (`stabilize_facts`)
+    pending_since: datetime | None
     until: datetime | None  # `_Fresh.until` once this verdict is out, None: judge the job again next time
     expiry_due: float
     writes: int  # the job's `_writes` when its state was loaded
@@ -294,18 +295,28 @@ class JudgingPass:
             self.exporter.verdicts_failed.inc()
             log.exception("judging job %s failed: %r", job_id, exc)
             return True
-        # The book's facts come from memory; the book itself is decoded only when a change is held.
+        # The book's facts come from memory; the book itself is decoded only when a published KILL is
+        # held back (the verdict re-published is in it).
         book_bytes = book_table.get(key)
         memo, book = self._book_facts(key, book_bytes)
         raw = raw.model_copy(update={"captured": self.captured})
+        pending_call: tuple[str, bool] | None = None
+        pending_since: datetime | None = None
         if memo.held_until(raw) is None:  # what `stabilize` gives then, without the published verdict
-            verdict, stability = raw, Stability(shown=raw)
+            verdict = raw
         else:
-            book = book or VerdictBook.from_bytes(book_bytes)
-            verdict, stability = stabilize(book.stability, raw)
-        facts = key_facts(verdict)
+            shown = None
+            if needs_shown(memo.shown_call):
+                book = book or VerdictBook.from_bytes(book_bytes)
+                shown = book.shown
+            if shown is None and needs_shown(memo.shown_call):  # a book without it (damaged): start afresh
+                verdict = raw
+            else:
+                verdict, pending_call, pending_since = stabilize_facts(
+                    memo.shown_at, memo.shown_call, shown, memo.pending_call, memo.pending_since, raw)
+        facts = facts_digest(key_facts(verdict))
         until = None
-        if expiry is None and stability.pending_call is None and verdict.held is None:
+        if expiry is None and pending_call is None and verdict.held is None:
             until = recheck  # (the metrics point and the age band are added below)
         if expiry is not None:
             # The final verdict goes out whatever the last call was; then the job is forgotten.
@@ -318,13 +329,12 @@ class JudgingPass:
                 until = self._fresh_until(job_id, until, verdict)
             unchanged = memo.last_facts is not None and memo.last_facts == facts  # not `stability.changed`
             if unchanged and wall - memo.published_at < self.settings.heartbeat_secs:
-                if (stability.pending_call, stability.pending_since) != (memo.pending_call, memo.pending_since):
+                if (pending_call, pending_since) != (memo.pending_call, memo.pending_since):
                     # a held change started or ended: remembered (the published verdict stays `shown`)
                     book = book or VerdictBook.from_bytes(book_bytes)
-                    stability.shown = book.stability.shown
-                    book = replace(book, stability=stability)
+                    book = replace(book, pending_call=pending_call, pending_since=pending_since)
                     data = book_table[key] = book.to_bytes()
-                    memo = self._books[key] = BookFacts.of(book, data, memo.last_facts)
+                    memo = self._books[key] = BookFacts.of(book, data)
                 if until is not None and until > now:
                     heartbeat = memo.published_at + self.settings.heartbeat_secs
                     self._fresh[key] = _Fresh(writes, memo, now, until, min(heartbeat, self._expiry_due(key)))
@@ -333,7 +343,8 @@ class JudgingPass:
         out_json = out.model_dump(mode="json")  # once, for the topic and the book (`encode` writes the same)
         sent.append(_Sent(await self._waiting(self.verdict_topic.send(key=key, value=orjson.dumps(out_json)), "send"),
                           key, job_id, out,
-                          out_json, facts, wall, expiry, stability, until if until is not None and until > now
+                          out_json, facts, wall, expiry, pending_call, pending_since,
+                          until if until is not None and until > now
                           else None, self._expiry_due(key) if expiry is None else wall, writes))
         return True
 
@@ -418,7 +429,7 @@ class JudgingPass:
         results = await self._waiting(asyncio.gather(*(x.future for x in sent), return_exceptions=True), "deliveries")
         failed: BaseException | None = None
         done = 0
-        for result, (_fut, key, job_id, out, out_json, facts, wall, expiry, stability, until,
+        for result, (_fut, key, job_id, out, out_json, facts, wall, expiry, pending_call, pending_since, until,
                      expiry_due, writes) in zip(results, sent, strict=True):
             if isinstance(result, BaseException):
                 failed = failed or result
@@ -430,10 +441,9 @@ class JudgingPass:
             if expiry is not None:
                 self._expire(key, job_id, expiry)
             else:
-                stability.shown = out
-                book = VerdictBook(seq=out.seq, published_at=wall, last=out, stability=stability)
+                book = VerdictBook.published(out, wall, facts, pending_call, pending_since)
                 data = self.tables.verdicts[key] = book.to_bytes(out_json)
-                memo = self._books[key] = BookFacts.of(book, data, facts)
+                memo = self._books[key] = BookFacts.of(book, data)
                 if until is not None:
                     self._fresh[key] = _Fresh(writes, memo, out.produced_at, until,
                                               min(wall + self.settings.heartbeat_secs, expiry_due))
