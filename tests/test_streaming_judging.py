@@ -224,36 +224,66 @@ def test_a_bad_record_becomes_dead_letter_bytes_keyed_like_the_partitioner_and_i
     assert registry.get_sample_value("rlhealth_events_failed_total", {"kind": "log_batch"}) == 6.0
 
 
-def _verdict(tag: str) -> Verdict:
-    return ScriptedCore().judge(State("steady", 0), T0 + timedelta(seconds=len(tag)))
+def _verdict(tag: str, job: str = "steady") -> Verdict:
+    return ScriptedCore().judge(State(job, 0), T0 + timedelta(seconds=len(tag)))
 
 
-def test_a_book_holds_its_shown_verdict_once_and_reads_books_that_hold_it_twice() -> None:
-    """A book's last published verdict is usually also the hysteresis' `shown`: written once since
-    session 7 (half the bytes per job in the table and its changelog); books written before, with the
-    verdict twice, still read to the same book."""
+def test_a_book_keeps_the_published_verdict_only_when_it_may_be_republished() -> None:
+    """A book keeps its last verdict's seq, time, key-facts digest and the hysteresis' memory as facts;
+    the verdict itself only when it is a KILL (a held KILL re-publishes it). Books of the first layout
+    (the whole verdict, the hysteresis' shown verdict written once as "last" or in full) still read,
+    to the same facts; and a first-layout reader finds the seq and time it needs in a new book."""
     import orjson
 
-    from rlhealth.agents.stability import Stability
+    from rlhealth.agents.stability import Stability, call_of, key_facts
+    from rlhealth.streams.tables import BOOK_LAYOUT, facts_digest
 
-    last, other = _verdict("a"), _verdict("bb")
-    for shown, pending in ((last, None), (other, ("KILL", True)), (None, None)):
-        book = VerdictBook(seq=7, published_at=12.5, last=last,
-                           stability=Stability(shown=shown, pending_call=pending,
-                                               pending_since=T0 if pending else None))
+    for job, pending in (("steady", None), ("kill-then-recovers", ("NO-KILL", False))):
+        last = _verdict("a", job).model_copy(update={"seq": 7})
+        since = T0 if pending else None
+        book = VerdictBook.published(last, 12.5, facts_digest(key_facts(last)), pending, since)
         data = book.to_bytes()
         obj = orjson.loads(data)
-        assert data.count(b'"reasoning"') == (2 if shown is other else 1)
-        # the older layout: the shown verdict written out in full
-        old = orjson.dumps({**obj, "stability": book.stability.to_dict()})
-        for raw in (data, old):
-            back = VerdictBook.from_bytes(raw)
-            assert (back.seq, back.published_at, back.last) == (7, 12.5, last)
-            assert back.stability == book.stability
-            assert (back.stability.shown is back.last) == (shown is last)
-        assert len(data) < len(old) or shown is not last
+        assert obj["book"] == BOOK_LAYOUT and "last" not in obj and "stability" not in obj
+        assert (obj["seq"], obj["published_at"]) == (7, 12.5)  # what a first-layout reader takes
+        kept = last.verdict == "KILL"
+        assert (book.shown is last) == kept and data.count(b'"reasoning"') == int(kept)
+        if not kept:
+            assert len(data) < 400, len(data)
+        back = VerdictBook.from_bytes(data)
+        assert back == book
+        assert BookFacts.of(back, data) == BookFacts.of(book, data)
+        assert (back.shown_at, back.shown_call, back.pending_call, back.pending_since) == (
+            last.produced_at, call_of(last), pending, since)
+        # the first layout: the shown verdict as "last" (session 7) or written out in full (before)
+        shown_json = last.model_dump(mode="json")
+        st = Stability(shown=last, pending_call=pending, pending_since=since).to_dict(shown_json)
+        for shown in ("last", shown_json):
+            first = orjson.dumps({"seq": 7, "published_at": 12.5, "last": shown_json,
+                                  "stability": {**st, "shown": shown}})
+            assert VerdictBook.from_bytes(first) == book
+    # a first-layout book whose shown verdict is not its last one (nothing of ours writes it)
+    last, other = _verdict("a"), _verdict("bb", "kill-then-recovers")
+    first = orjson.dumps({"seq": 3, "published_at": 1.0, "last": last.model_dump(mode="json"),
+                          "stability": Stability(shown=other).to_dict()})
+    back = VerdictBook.from_bytes(first)
+    assert (back.shown, back.shown_call, back.facts) == (other, call_of(other), facts_digest(key_facts(last)))
     empty = VerdictBook()
-    assert VerdictBook.from_bytes(empty.to_bytes()) == empty
+    assert VerdictBook.from_bytes(empty.to_bytes()) == empty == VerdictBook.from_bytes(None)
+
+
+def test_facts_digest_is_the_same_for_equal_facts_whatever_the_time_zone_object() -> None:
+    from datetime import timezone
+
+    from rlhealth.agents.stability import key_facts
+    from rlhealth.streams.tables import facts_digest
+
+    v = _verdict("a", "kill-then-recovers")
+    decoded = Verdict.model_validate_json(v.model_dump_json())
+    other_tz = v.model_copy(update={"evidence": [e.model_copy(update={"event_time": e.event_time.astimezone(
+        timezone(timedelta(0)))}) for e in v.evidence]})
+    assert facts_digest(key_facts(v)) == facts_digest(key_facts(decoded)) == facts_digest(key_facts(other_tz))
+    assert facts_digest(key_facts(v)) != facts_digest(key_facts(v.model_copy(update={"escalate": not v.escalate})))
 
 
 def test_table_values_are_kept_in_exact_size_buffers() -> None:
@@ -261,9 +291,11 @@ def test_table_values_are_kept_in_exact_size_buffers() -> None:
     table value lives as long as its job, so the worker keeps an exact-size copy."""
     import tracemalloc
 
-    from rlhealth.streams.tables import compact
+    from rlhealth.agents.stability import key_facts
+    from rlhealth.streams.tables import compact, facts_digest
 
-    book = VerdictBook(seq=1, published_at=1.0, last=_verdict("a"))
+    last = _verdict("a", "kill-then-recovers")  # a KILL: the book keeps the verdict (the largest book)
+    book = VerdictBook.published(last, 1.0, facts_digest(key_facts(last)), None, None)
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]

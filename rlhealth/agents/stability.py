@@ -99,22 +99,43 @@ def stabilize(book: Stability | None, raw: Verdict) -> tuple[Verdict, Stability]
     """The verdict to publish for `raw` and the new memory. `raw.produced_at` is the judging time."""
     book = book or Stability()
     shown = book.shown
-    held_for = held_until(shown.produced_at if shown else None, call_of(shown) if shown else None,
-                          book.pending_call, book.pending_since, raw)
-    if shown is None or held_for is None:
-        return raw, Stability(shown=raw)
+    out, pending_call, pending_since = stabilize_facts(
+        shown.produced_at if shown else None, call_of(shown) if shown else None, shown, book.pending_call,
+        book.pending_since, raw)
+    return out, Stability(shown=out, pending_call=pending_call, pending_since=pending_since)
+
+
+def needs_shown(shown_call: tuple[str, bool] | None) -> bool:
+    """Whether `stabilize_facts` may need the published verdict itself, not only its time and call:
+    only a published KILL can be held back against a raw NO-KILL, and a held call re-dates the
+    published verdict (`hold_for`: NO-KILL -> KILL is never held, an escalate change keeps the raw facts)."""
+    return shown_call is not None and shown_call[0] == "KILL"
+
+
+def stabilize_facts(shown_at: datetime | None, shown_call: tuple[str, bool] | None, shown: Verdict | None,
+                    pending_call: tuple[str, bool] | None, pending_since: datetime | None,
+                    raw: Verdict) -> tuple[Verdict, tuple[str, bool] | None, datetime | None]:
+    """`stabilize` from the facts of the memory: the published verdict's judging time and call, the
+    pending call and since when. `shown`, the published verdict itself, is read only when its call is
+    held back (then `needs_shown(shown_call)`); otherwise it may be None. Returns the verdict to
+    publish and the new pending call and its start (None, None when `raw` is published as it is)."""
+    held_for = held_until(shown_at, shown_call, pending_call, pending_since, raw)
+    if shown_call is None or held_for is None:
+        return raw, None, None
     since, until = held_for
     now = raw.produced_at
-    old = call_of(shown)
+    old = shown_call
     held = HeldChange(raw_verdict=raw.verdict, raw_escalate=raw.escalate, since=since, until=until)
     if old[0] == raw.verdict:
         # only escalate is held: the raw facts with the published escalate
         out = raw.model_copy(update={"escalate": old[1], "held": held})
     else:
         # the call is held: the published verdict, re-dated to this judgement
+        if shown is None:
+            raise ValueError("a held call needs the published verdict (needs_shown)")
         out = shown.model_copy(update={"produced_at": now, "event_time": raw.event_time, "age_s": raw.age_s,
                                        "held": held, "seq": raw.seq})
-    return out, Stability(shown=out, pending_call=call_of(raw), pending_since=since)
+    return out, call_of(raw), since
 
 
 def age_band(age_s: float | None) -> int:
@@ -151,4 +172,4 @@ def changed(previous: Verdict | None, current: Verdict) -> bool:
 
 
 __all__ = ["AGE_BANDS_S", "ESCALATE_RISE_S", "HOLD_S", "Stability", "age_band", "call_of", "changed", "held_until",
-           "hold_for", "key_facts", "next_band_at", "stabilize"]
+           "hold_for", "key_facts", "needs_shown", "next_band_at", "stabilize", "stabilize_facts"]

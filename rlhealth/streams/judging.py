@@ -19,6 +19,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
@@ -26,13 +27,14 @@ from faust.types import TP
 
 from rlhealth.agents.core import as_of_verdict
 from rlhealth.agents.findings import JobMetrics
-from rlhealth.agents.stability import Stability, key_facts, next_band_at, stabilize
+from rlhealth.agents.stability import key_facts, needs_shown, next_band_at, stabilize_facts
 from rlhealth.schemas import Verdict, encode
 from rlhealth.sinks.evidence_records import metrics_point
 from rlhealth.sinks.prometheus import Exporter
 from rlhealth.streams.priority import JudgingPriority
+from rlhealth.streams.record_batches import RecordBatches
 from rlhealth.streams.state_cache import DecodedStates
-from rlhealth.streams.tables import BookFacts, Tables, VerdictBook
+from rlhealth.streams.tables import BookFacts, Tables, VerdictBook, facts_digest
 
 if TYPE_CHECKING:
     from rlhealth.streams.workers import WorkerSettings
@@ -54,10 +56,11 @@ class _Sent(NamedTuple):
     job_id: str
     verdict: Verdict
     verdict_json: dict[str, Any]  # verdict.model_dump(mode="json"), what was sent
-    facts: tuple[Any, ...]  # stability.key_facts(verdict)
+    facts: str  # tables.facts_digest(stability.key_facts(verdict))
     wall: float
     expiry: str | None
-    stability: Stability
+    pending_call: tuple[str, bool] | None  # the hysteresis' memory after this verdict (`stabilize_facts`)
+    pending_since: datetime | None
     until: datetime | None  # `_Fresh.until` once this verdict is out, None: judge the job again next time
     expiry_due: float
     writes: int  # the job's `_writes` when its state was loaded
@@ -91,6 +94,13 @@ FAST_PASS_MAX = 1000
 TERMINAL_STATES = frozenset({"succeeded", "failed", "killed"})
 
 
+def _log_failed_point(delivery: Any, job_id: str) -> None:
+    """A metric point's delivery failed: evidence is best effort, so it is logged (and not retried)."""
+    exc = None if delivery.cancelled() else delivery.exception()
+    if exc is not None:
+        log.error("recording metrics of job %s failed: %r", job_id, exc)
+
+
 class JudgingPass:
     """The judging half of `StreamWorker`; the names below are set by its `__init__`."""
 
@@ -103,7 +113,11 @@ class JudgingPass:
     clock: Callable[[], datetime]
     priority: JudgingPriority
     verdict_topic: Any
+    # With it, verdicts go to the producer as one record batch per partition and slice (`RecordBatches`);
+    # without (offline workers of the tests and benches), one `verdict_topic.send` each.
+    verdict_batches: RecordBatches | None = None
     metrics_topic: Any
+    metrics_batches: RecordBatches | None = None  # the same for metric points
     event_topics: set[str]
     processed_next: dict[TP, int]
     captured: str
@@ -248,6 +262,7 @@ class JudgingPass:
             for key in keys:
                 if in_slice >= JUDGE_SLICE:
                     in_slice = 0
+                    await self._hand_over()
                     inflight.append(sent)
                     sent = []
                     published += await self._settle_delivered(inflight)
@@ -258,11 +273,16 @@ class JudgingPass:
                     in_slice += 1
         except Exception:
             inflight.append(sent)
+            try:  # hand over what the slice queued: its futures are settled below
+                await self._hand_over()
+            except Exception:  # noqa: BLE001 - the first failure is the one raised
+                pass
             try:  # record what was delivered before the failure, as the settled groups were
                 await self._settle_all(inflight)
             except Exception:  # noqa: BLE001 - the first failure is the one raised
                 pass
             raise
+        await self._hand_over()
         inflight.append(sent)
         self._rejudged = judged
         self.exporter.jobs_judged.inc(judged)
@@ -294,18 +314,28 @@ class JudgingPass:
             self.exporter.verdicts_failed.inc()
             log.exception("judging job %s failed: %r", job_id, exc)
             return True
-        # The book's facts come from memory; the book itself is decoded only when a change is held.
+        # The book's facts come from memory; the book itself is decoded only when a published KILL is
+        # held back (the verdict re-published is in it).
         book_bytes = book_table.get(key)
         memo, book = self._book_facts(key, book_bytes)
         raw = raw.model_copy(update={"captured": self.captured})
+        pending_call: tuple[str, bool] | None = None
+        pending_since: datetime | None = None
         if memo.held_until(raw) is None:  # what `stabilize` gives then, without the published verdict
-            verdict, stability = raw, Stability(shown=raw)
+            verdict = raw
         else:
-            book = book or VerdictBook.from_bytes(book_bytes)
-            verdict, stability = stabilize(book.stability, raw)
-        facts = key_facts(verdict)
+            shown = None
+            if needs_shown(memo.shown_call):
+                book = book or VerdictBook.from_bytes(book_bytes)
+                shown = book.shown
+            if shown is None and needs_shown(memo.shown_call):  # a book without it (damaged): start afresh
+                verdict = raw
+            else:
+                verdict, pending_call, pending_since = stabilize_facts(
+                    memo.shown_at, memo.shown_call, shown, memo.pending_call, memo.pending_since, raw)
+        facts = facts_digest(key_facts(verdict))
         until = None
-        if expiry is None and stability.pending_call is None and verdict.held is None:
+        if expiry is None and pending_call is None and verdict.held is None:
             until = recheck  # (the metrics point and the age band are added below)
         if expiry is not None:
             # The final verdict goes out whatever the last call was; then the job is forgotten.
@@ -318,24 +348,35 @@ class JudgingPass:
                 until = self._fresh_until(job_id, until, verdict)
             unchanged = memo.last_facts is not None and memo.last_facts == facts  # not `stability.changed`
             if unchanged and wall - memo.published_at < self.settings.heartbeat_secs:
-                if (stability.pending_call, stability.pending_since) != (memo.pending_call, memo.pending_since):
+                if (pending_call, pending_since) != (memo.pending_call, memo.pending_since):
                     # a held change started or ended: remembered (the published verdict stays `shown`)
                     book = book or VerdictBook.from_bytes(book_bytes)
-                    stability.shown = book.stability.shown
-                    book = replace(book, stability=stability)
+                    book = replace(book, pending_call=pending_call, pending_since=pending_since)
                     data = book_table[key] = book.to_bytes()
-                    memo = self._books[key] = BookFacts.of(book, data, memo.last_facts)
+                    memo = self._books[key] = BookFacts.of(book, data)
                 if until is not None and until > now:
                     heartbeat = memo.published_at + self.settings.heartbeat_secs
                     self._fresh[key] = _Fresh(writes, memo, now, until, min(heartbeat, self._expiry_due(key)))
                 return True
         out = verdict.model_copy(update={"seq": memo.seq + 1})
         out_json = out.model_dump(mode="json")  # once, for the topic and the book (`encode` writes the same)
-        sent.append(_Sent(await self._waiting(self.verdict_topic.send(key=key, value=orjson.dumps(out_json)), "send"),
-                          key, job_id, out,
-                          out_json, facts, wall, expiry, stability, until if until is not None and until > now
+        value = orjson.dumps(out_json)
+        if self.verdict_batches is not None:
+            delivery = self.verdict_batches.add(key, value)  # handed over at the slice's end (`_hand_over`)
+        else:
+            delivery = await self._waiting(self.verdict_topic.send(key=key, value=value), "send")
+        sent.append(_Sent(delivery, key, job_id, out,
+                          out_json, facts, wall, expiry, pending_call, pending_since,
+                          until if until is not None and until > now
                           else None, self._expiry_due(key) if expiry is None else wall, writes))
         return True
+
+    async def _hand_over(self) -> None:
+        """Give the producer the verdicts and metric points the slice queued (`verdict_batches`,
+        `metrics_batches`), waiting only for room in its queues."""
+        for batches in (self.verdict_batches, self.metrics_batches):
+            if batches is not None and batches:
+                await self._waiting(batches.flush(), "send")
 
     async def _settle_delivered(self, inflight: deque[list[_Sent]]) -> int:
         """Settle, oldest first, the groups whose sends are all delivered; while more than
@@ -418,7 +459,7 @@ class JudgingPass:
         results = await self._waiting(asyncio.gather(*(x.future for x in sent), return_exceptions=True), "deliveries")
         failed: BaseException | None = None
         done = 0
-        for result, (_fut, key, job_id, out, out_json, facts, wall, expiry, stability, until,
+        for result, (_fut, key, job_id, out, out_json, facts, wall, expiry, pending_call, pending_since, until,
                      expiry_due, writes) in zip(results, sent, strict=True):
             if isinstance(result, BaseException):
                 failed = failed or result
@@ -430,10 +471,9 @@ class JudgingPass:
             if expiry is not None:
                 self._expire(key, job_id, expiry)
             else:
-                stability.shown = out
-                book = VerdictBook(seq=out.seq, published_at=wall, last=out, stability=stability)
+                book = VerdictBook.published(out, wall, facts, pending_call, pending_since)
                 data = self.tables.verdicts[key] = book.to_bytes(out_json)
-                memo = self._books[key] = BookFacts.of(book, data, facts)
+                memo = self._books[key] = BookFacts.of(book, data)
                 if until is not None:
                     self._fresh[key] = _Fresh(writes, memo, out.produced_at, until,
                                               min(wall + self.settings.heartbeat_secs, expiry_due))
@@ -526,7 +566,11 @@ class JudgingPass:
             else:  # a core of another shape: ask it
                 metrics = self.core.metrics(state, now, last=verdict)
             point = metrics_point(metrics)
-            await self._waiting(self.metrics_topic.send(key=key, value=encode(point)), "send")
+            if self.metrics_batches is not None:  # handed over with the slice's verdicts (`_hand_over`)
+                delivery = self.metrics_batches.add(key, encode(point))
+                delivery.add_done_callback(partial(_log_failed_point, job_id=job_id))
+            else:
+                await self._waiting(self.metrics_topic.send(key=key, value=encode(point)), "send")
             if self.store is not None:
                 self.store.add_metrics_point(point)
         except Exception as exc:  # noqa: BLE001 - evidence is best effort
