@@ -8,25 +8,6 @@
  */
 #include "utext.h"
 
-/* \w and \d as sre has them, ASCII answered here: Py_UNICODE_ISALNUM and Py_UNICODE_ISDECIMAL are calls into
- * the Unicode database per character, most of this matcher's cost on the all-ASCII lines trainers print. */
-static inline int
-is_word_ch(Py_UCS4 c)
-{
-    if (c < 128)
-        return c == '_' || (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z');
-    return Py_UNICODE_ISALNUM(c);
-}
-
-static inline int
-dec_at(const utext *u, Py_ssize_t i)
-{
-    if (i >= u->n)
-        return 0;
-    Py_UCS4 c = ch(u, i);
-    return c < 128 ? c >= '0' && c <= '9' : Py_UNICODE_ISDECIMAL(c);
-}
-
 /* [\w/.\-]* from k: its end */
 static Py_ssize_t
 key_tail(const utext *u, Py_ssize_t k)
@@ -52,29 +33,29 @@ pair_value(const utext *u, Py_ssize_t v)
     Py_ssize_t k = v;
     if (ch(u, k) == '-')
         k++;
-    if (dec_at(u, k)) {
-        while (dec_at(u, k))
+    if (is_dec_fast(u, k)) {
+        while (is_dec_fast(u, k))
             k++;
         if (ch(u, k) == '.' && k < u->n)
             k++;
-        while (dec_at(u, k))
+        while (is_dec_fast(u, k))
             k++;
         Py_UCS4 e = ch(u, k);
         if (e == 'e' || e == 'E') {
             Py_ssize_t x = k + 1;
             if (ch(u, x) == '+' || ch(u, x) == '-')
                 x++;
-            if (dec_at(u, x)) {
-                while (dec_at(u, x))
+            if (is_dec_fast(u, x)) {
+                while (is_dec_fast(u, x))
                     x++;
                 k = x;
             }
         }
         return k;
     }
-    if (ch(u, k) == '.' && dec_at(u, k + 1)) {
+    if (ch(u, k) == '.' && is_dec_fast(u, k + 1)) {
         k++;
-        while (dec_at(u, k))
+        while (is_dec_fast(u, k))
             k++;
         return k;
     }
@@ -147,16 +128,10 @@ fl_bare_pairs(PyObject *self, PyObject *arg)
             pos++;
             continue;
         }
-        PyObject *key = PyUnicode_Substring(arg, ks, ke), *value = PyUnicode_Substring(arg, vs, ve);
-        PyObject *pair = key != NULL && value != NULL ? PyTuple_Pack(2, key, value) : NULL;
-        Py_XDECREF(key);
-        Py_XDECREF(value);
-        if (pair == NULL || PyList_Append(out, pair) < 0) {
-            Py_XDECREF(pair);
+        if (append_pair(out, arg, ks, ke, vs, ve) < 0) {
             Py_DECREF(out);
             return NULL;
         }
-        Py_DECREF(pair);
         pos = end;
     }
     return out;

@@ -10,24 +10,6 @@
  */
 #include "utext.h"
 
-/* \w and \d as sre has them on str patterns, ASCII answered in place (as in bare_pairs.c) */
-static inline int
-word_ch(Py_UCS4 c)
-{
-    if (c < 128)
-        return c == '_' || (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z');
-    return Py_UNICODE_ISALNUM(c);
-}
-
-static inline int
-digit_at(const utext *u, Py_ssize_t i)
-{
-    if (i >= u->n)
-        return 0;
-    Py_UCS4 c = ch(u, i);
-    return c < 128 ? c >= '0' && c <= '9' : Py_UNICODE_ISDECIMAL(c);
-}
-
 static inline int
 is_quote(Py_UCS4 c)
 {
@@ -49,29 +31,29 @@ value_end(const utext *u, Py_ssize_t v)
     Py_ssize_t k = v;
     if (k < u->n && ch(u, k) == '-')
         k++;
-    if (digit_at(u, k)) {
-        while (digit_at(u, k))
+    if (is_dec_fast(u, k)) {
+        while (is_dec_fast(u, k))
             k++;
         if (k < u->n && ch(u, k) == '.')
             k++;
-        while (digit_at(u, k))
+        while (is_dec_fast(u, k))
             k++;
         Py_UCS4 e = ch(u, k);
         if (e == 'e' || e == 'E') {
             Py_ssize_t x = k + 1;
             if (ch(u, x) == '+' || ch(u, x) == '-')
                 x++;
-            if (digit_at(u, x)) {
-                while (digit_at(u, x))
+            if (is_dec_fast(u, x)) {
+                while (is_dec_fast(u, x))
                     x++;
                 k = x;
             }
         }
         return k;
     }
-    if (k < u->n && ch(u, k) == '.' && digit_at(u, k + 1)) {
+    if (k < u->n && ch(u, k) == '.' && is_dec_fast(u, k + 1)) {
         k++;
-        while (digit_at(u, k))
+        while (is_dec_fast(u, k))
             k++;
         return k;
     }
@@ -87,7 +69,7 @@ static Py_ssize_t
 quoted_at(const utext *u, Py_ssize_t q, Py_ssize_t *ks, Py_ssize_t *ke, Py_ssize_t *vs, Py_ssize_t *ve)
 {
     Py_ssize_t k = q + 1;
-    for (Py_UCS4 c; k < u->n && (word_ch(c = ch(u, k)) || c == '/' || c == '.' || c == '-');)
+    for (Py_UCS4 c; k < u->n && (is_word_ch(c = ch(u, k)) || c == '/' || c == '.' || c == '-');)
         k++;
     if (k == q + 1 || k >= u->n || !is_quote(ch(u, k)))
         return -1;
@@ -116,16 +98,10 @@ fl_quoted_pairs(PyObject *self, PyObject *arg)
             pos++;
             continue;
         }
-        PyObject *key = PyUnicode_Substring(arg, ks, ke), *value = PyUnicode_Substring(arg, vs, ve);
-        PyObject *pair = key != NULL && value != NULL ? PyTuple_Pack(2, key, value) : NULL;
-        Py_XDECREF(key);
-        Py_XDECREF(value);
-        if (pair == NULL || PyList_Append(out, pair) < 0) {
-            Py_XDECREF(pair);
+        if (append_pair(out, arg, ks, ke, vs, ve) < 0) {
             Py_DECREF(out);
             return NULL;
         }
-        Py_DECREF(pair);
         pos = end;
     }
     return out;

@@ -113,6 +113,17 @@ def block_pattern(pattern: str) -> str:
 _BOUNDS_RE = re.compile(r"\{([0-9]+),([0-9]*)\}\Z")
 
 
+def _class_end(pattern: str, i: int) -> int:
+    """The index after the character class that opens at `pattern[i]` ("[")."""
+    n = len(pattern)
+    i += 2 if pattern.startswith("[^", i) else 1
+    if i < n and pattern[i] == "]":  # a "]" first in a class is a member
+        i += 1
+    while i < n and pattern[i] != "]":
+        i += 2 if pattern[i] == "\\" else 1
+    return i + 1
+
+
 def one_match_tail(pattern: str) -> str:
     """`pattern` with a repeat at its very end cut to its least count: ``Q[0-9]+`` -> ``Q[0-9]``,
     ``Q={5,}`` -> ``Q={5}``. A line holds a match of one iff it holds a match of the other (a match of the
@@ -129,12 +140,7 @@ def one_match_tail(pattern: str) -> str:
         if c == "\\":
             i += 2
         elif c == "[":
-            i += 2 if pattern.startswith("[^", i) else 1
-            if i < n and pattern[i] == "]":
-                i += 1
-            while i < n and pattern[i] != "]":
-                i += 2 if pattern[i] == "\\" else 1
-            i += 1
+            i = _class_end(pattern, i)
         elif c == "(":
             depth = 0
             while i < n:
@@ -142,12 +148,7 @@ def one_match_tail(pattern: str) -> str:
                     i += 2
                     continue
                 if pattern[i] == "[":  # a class inside the group: skip it whole
-                    i += 2 if pattern.startswith("[^", i) else 1
-                    if i < n and pattern[i] == "]":
-                        i += 1
-                    while i < n and pattern[i] != "]":
-                        i += 2 if pattern[i] == "\\" else 1
-                    i += 1
+                    i = _class_end(pattern, i)
                     continue
                 depth += pattern[i] == "("
                 depth -= pattern[i] == ")"
