@@ -6,65 +6,7 @@
  *       fold_trainer._BARE_PAIR_RE.findall(text): its key words and number are greedy and no shorter parse
  *       can meet its lookahead. Twin: the regex (tested against it on generated lines).
  */
-#include "utext.h"
-
-/* [\w/.\-]* from k: its end */
-static Py_ssize_t
-key_tail(const utext *u, Py_ssize_t k)
-{
-    for (Py_UCS4 c; k < u->n && (is_word_ch(c = ch(u, k)) || c == '/' || c == '.' || c == '-');)
-        k++;
-    return k;
-}
-
-static Py_ssize_t
-skip_space(const utext *u, Py_ssize_t k)
-{
-    while (k < u->n && Py_UNICODE_ISSPACE(ch(u, k)))
-        k++;
-    return k;
-}
-
-/* The value -?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+)|-?(?:nan|NaN|inf|Infinity) at v, greedy: its end or -1. A
- * shorter parse would leave a digit, '.', 'e', 'E' or a sign next, where the lookahead never holds. */
-static Py_ssize_t
-pair_value(const utext *u, Py_ssize_t v)
-{
-    Py_ssize_t k = v;
-    if (ch(u, k) == '-')
-        k++;
-    if (is_dec_fast(u, k)) {
-        while (is_dec_fast(u, k))
-            k++;
-        if (ch(u, k) == '.' && k < u->n)
-            k++;
-        while (is_dec_fast(u, k))
-            k++;
-        Py_UCS4 e = ch(u, k);
-        if (e == 'e' || e == 'E') {
-            Py_ssize_t x = k + 1;
-            if (ch(u, x) == '+' || ch(u, x) == '-')
-                x++;
-            if (is_dec_fast(u, x)) {
-                while (is_dec_fast(u, x))
-                    x++;
-                k = x;
-            }
-        }
-        return k;
-    }
-    if (ch(u, k) == '.' && is_dec_fast(u, k + 1)) {
-        k++;
-        while (is_dec_fast(u, k))
-            k++;
-        return k;
-    }
-    Py_ssize_t e;
-    if ((e = lit(u, k, "nan")) >= 0 || (e = lit(u, k, "NaN")) >= 0 || (e = lit(u, k, "inf")) >= 0
-            || (e = lit(u, k, "Infinity")) >= 0)
-        return e;
-    return -1;
-}
+#include "metric_pairs.h"
 
 /* (?=\s*(?:\||-\s|,|\}|$)) at k */
 static int
@@ -99,40 +41,29 @@ pair_at(const utext *u, Py_ssize_t q, Py_ssize_t *ks, Py_ssize_t *ke, Py_ssize_t
     }
     if (key_end < 0)
         return -1;
-    Py_ssize_t v = skip_space(u, colon + 1), e = pair_value(u, v);
+    Py_ssize_t v = skip_space(u, colon + 1), e = metric_value_end(u, v);
     if (e < 0 || !pair_end_ok(u, e))
         return -1;
     *ks = q, *ke = key_end, *vs = v, *ve = e;
     return e;
 }
 
+/* the match findall tries at pos: (?:^|[\s|{,]) then the pair; ^ only at 0 (tried first), else one separator
+ * character */
+static Py_ssize_t
+bare_from(const utext *u, Py_ssize_t pos, Py_ssize_t *ks, Py_ssize_t *ke, Py_ssize_t *vs, Py_ssize_t *ve)
+{
+    Py_ssize_t end = pos == 0 ? pair_at(u, 0, ks, ke, vs, ve) : -1;
+    if (end < 0) {
+        Py_UCS4 c = ch(u, pos);
+        if (c == '|' || c == '{' || c == ',' || Py_UNICODE_ISSPACE(c))
+            end = pair_at(u, pos + 1, ks, ke, vs, ve);
+    }
+    return end;
+}
+
 PyObject *
 fl_bare_pairs(PyObject *self, PyObject *arg)
 {
-    if (!fl_str_arg(arg, "bare_pairs") || PyUnicode_READY(arg) < 0)
-        return NULL;
-    utext u = utext_of(arg);
-    PyObject *out = PyList_New(0);
-    if (out == NULL)
-        return NULL;
-    Py_ssize_t pos = 0, ks, ke, vs, ve, end;
-    while (pos < u.n) {
-        /* (?:^|[\s|{,]) then the pair: ^ only at 0 (tried first), else one separator character */
-        end = pos == 0 ? pair_at(&u, 0, &ks, &ke, &vs, &ve) : -1;
-        if (end < 0) {
-            Py_UCS4 c = ch(&u, pos);
-            if (c == '|' || c == '{' || c == ',' || Py_UNICODE_ISSPACE(c))
-                end = pair_at(&u, pos + 1, &ks, &ke, &vs, &ve);
-        }
-        if (end < 0) {
-            pos++;
-            continue;
-        }
-        if (append_pair(out, arg, ks, ke, vs, ve) < 0) {
-            Py_DECREF(out);
-            return NULL;
-        }
-        pos = end;
-    }
-    return out;
+    return findall_pairs(arg, "bare_pairs", bare_from);
 }

@@ -16,7 +16,8 @@
  *   quoted_pairs.c quoted_pairs: the "'key': number" pairs of trainer metric dicts
  *   foldbatch.c   engine_fold: a batch's engine stats rows folded into their engines
  *   numconv.c     number_of (and fl_number_from_ascii for fields.c): int()/float() of short ASCII fields
- *   fastlines.h   what crosses files; utext.h: the reader over a str the hand-written matchers share
+ *   fastlines.h   what crosses files; utext.h: the reader over a str the hand-written matchers share;
+ *                 metric_pairs.h: what bare_pairs.c and quoted_pairs.c share
  *
  * This file is the module: its method table (one entry a line, grouped by file) and PyInit (which adds the one
  * type, hitsink.c's HitSink).

@@ -54,36 +54,4 @@ lit(const utext *u, Py_ssize_t i, const char *s)
     return i;
 }
 
-/* sre's \w and \d on str patterns, ASCII answered in place: Py_UNICODE_ISALNUM and Py_UNICODE_ISDECIMAL are
- * calls into the Unicode database per character, most of a matcher's cost on the all-ASCII lines trainers print */
-static inline int
-is_word_ch(Py_UCS4 c)
-{
-    if (c < 128)
-        return c == '_' || (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z');
-    return Py_UNICODE_ISALNUM(c);
-}
-
-static inline int
-is_dec_fast(const utext *u, Py_ssize_t i)
-{
-    if (i >= u->n)
-        return 0;
-    Py_UCS4 c = ch(u, i);
-    return c < 128 ? c >= '0' && c <= '9' : Py_UNICODE_ISDECIMAL(c);
-}
-
-/* appends (text[ks:ke], text[vs:ve]) to out, as findall's pairs: 0, or -1 with an exception set */
-static inline int
-append_pair(PyObject *out, PyObject *text, Py_ssize_t ks, Py_ssize_t ke, Py_ssize_t vs, Py_ssize_t ve)
-{
-    PyObject *key = PyUnicode_Substring(text, ks, ke), *value = PyUnicode_Substring(text, vs, ve);
-    PyObject *pair = key != NULL && value != NULL ? PyTuple_Pack(2, key, value) : NULL;
-    Py_XDECREF(key);
-    Py_XDECREF(value);
-    int rc = pair == NULL ? -1 : PyList_Append(out, pair);
-    Py_XDECREF(pair);
-    return rc;
-}
-
 #endif
