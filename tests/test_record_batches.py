@@ -109,7 +109,10 @@ def test_a_failed_batch_fails_its_records_and_a_failed_hand_over_fails_the_rest(
 
 
 def test_a_pass_with_record_batches_publishes_what_a_send_per_verdict_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rlhealth.streams import judging
     from tests.test_streaming_judging import SCRIPTS, T0, TICK_S, State, offline_worker
+
+    monkeypatch.setattr(judging, "BATCHED_PASS_MIN", 0)  # this pass is small: batch it all the same
 
     def run(batched: bool) -> tuple[list[list[tuple[bytes, bytes]]], list[list[tuple[bytes, bytes]]],
                                     list[dict[bytes, bytes]]]:
@@ -150,3 +153,30 @@ def test_a_pass_with_record_batches_publishes_what_a_send_per_verdict_does(monke
     sends, points, _ = batched
     assert len(sends[0]) == len(SCRIPTS) and sum(map(len, sends)) > len(sends)  # it did publish
     assert len(points[0]) == len(SCRIPTS) and sum(map(len, points)) > len(points)
+
+
+def test_a_small_pass_sends_each_verdict_through_the_topic() -> None:
+    """Only passes of more than BATCHED_PASS_MIN jobs use the record batches: a fast pass of a few jobs
+    must not wait for a partition's previous batch to leave (bench/stream.py's p99)."""
+    from tests.test_streaming_judging import SCRIPTS, T0, State, offline_worker
+
+    clock = [T0]
+    w = offline_worker(clock)
+    producer = Producer(batch_size=1024 * 1024)
+    w.verdict_batches = RecordBatches(lambda: producer, "t.verdicts", 12)
+    w.metrics_batches = RecordBatches(lambda: producer, "t.metrics", 12)
+    keys = [job_key(j) for j in SCRIPTS]
+    for job, key in zip(SCRIPTS, keys, strict=True):
+        w.tables.job_health[key] = State(job, 0).to_bytes()
+        w._seen[key] = clock[0].timestamp()
+
+    async def tick() -> None:
+        task = asyncio.ensure_future(w._judge_locked(keys))
+        while not task.done():
+            producer.deliver()
+            await asyncio.sleep(0)
+        await task
+
+    asyncio.run(tick())
+    assert len(w.verdict_topic.sent) == len(SCRIPTS)  # type: ignore[attr-defined]
+    assert producer.sent == []

@@ -82,6 +82,8 @@ class _Fresh(NamedTuple):
 
 # A judging pass yields (sends, heartbeats, /metrics run) after this many judgements (~30 ms of CPU)
 JUDGE_SLICE = 50
+# Passes of more jobs than this send their verdicts and metric points in record batches (`_batching`)
+BATCHED_PASS_MIN = 1000
 # Groups of verdict sends (one per slice) out at once before the pass waits for the oldest to be delivered
 SENDS_IN_FLIGHT = 8
 # A pass of jobs with news judges at most this many (~1 s of judging); the rest stay due for the next fast
@@ -118,6 +120,12 @@ class JudgingPass:
     verdict_batches: RecordBatches | None = None
     metrics_topic: Any
     metrics_batches: RecordBatches | None = None  # the same for metric points
+    # Whether this pass queues its sends in the record batches: only a pass of more than `BATCHED_PASS_MIN`
+    # jobs does. Handing a batch over waits until the partition's previous batch has left (aiokafka's
+    # `add_batch`); with every pass batched, a pass of ~150 jobs under a heavy intake held the judging lock
+    # in those waits and put the p99 of signal-to-verdict at 2.4-2.6 s against 0.5 s (bench/stream.py at
+    # 450k lines/s, BENCHMARKS.md session 9 close). The batches pay off on passes of thousands of jobs.
+    _batching: bool = False
     event_topics: set[str]
     processed_next: dict[TP, int]
     captured: str
@@ -258,6 +266,7 @@ class JudgingPass:
         sent: list[_Sent] = []
         judged = 0
         in_slice = 0
+        self._batching = self.verdict_batches is not None and len(keys) > BATCHED_PASS_MIN
         try:
             for key in keys:
                 if in_slice >= JUDGE_SLICE:
@@ -361,7 +370,7 @@ class JudgingPass:
         out = verdict.model_copy(update={"seq": memo.seq + 1})
         out_json = out.model_dump(mode="json")  # once, for the topic and the book (`encode` writes the same)
         value = orjson.dumps(out_json)
-        if self.verdict_batches is not None:
+        if self._batching and self.verdict_batches is not None:
             delivery = self.verdict_batches.add(key, value)  # handed over at the slice's end (`_hand_over`)
         else:
             delivery = await self._waiting(self.verdict_topic.send(key=key, value=value), "send")
@@ -566,7 +575,7 @@ class JudgingPass:
             else:  # a core of another shape: ask it
                 metrics = self.core.metrics(state, now, last=verdict)
             point = metrics_point(metrics)
-            if self.metrics_batches is not None:  # handed over with the slice's verdicts (`_hand_over`)
+            if self._batching and self.metrics_batches is not None:  # handed over with the slice's verdicts
                 delivery = self.metrics_batches.add(key, encode(point))
                 delivery.add_done_callback(partial(_log_failed_point, job_id=job_id))
             else:
