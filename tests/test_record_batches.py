@@ -108,6 +108,18 @@ def test_a_failed_batch_fails_its_records_and_a_failed_hand_over_fails_the_rest(
     asyncio.run(main())
 
 
+async def judge_pass(w: Any, keys: list[bytes], producer: Producer) -> None:
+    """One judging pass of `keys`, the fake producer delivering as it goes, then the metric points (which
+    the pass does not wait for)."""
+    task = asyncio.ensure_future(w._judge_locked(keys))
+    while not task.done():
+        producer.deliver()
+        await asyncio.sleep(0)
+    await task
+    producer.deliver()
+    await asyncio.sleep(0)
+
+
 def test_a_pass_with_record_batches_publishes_what_a_send_per_verdict_does(monkeypatch: pytest.MonkeyPatch) -> None:
     from rlhealth.streams import judging
     from tests.test_streaming_judging import SCRIPTS, T0, TICK_S, State, offline_worker
@@ -125,14 +137,6 @@ def test_a_pass_with_record_batches_publishes_what_a_send_per_verdict_does(monke
         keys = [job_key(j) for j in SCRIPTS]
         sends, points, books = [], [], []
 
-        async def tick() -> None:
-            task = asyncio.ensure_future(w._judge_locked(keys))
-            while not task.done():
-                producer.deliver()
-                await asyncio.sleep(0)
-            await task
-            producer.deliver()  # the metric points, which the pass does not wait for
-            await asyncio.sleep(0)
 
         for n in range(40):
             clock[0] = T0 + timedelta(seconds=TICK_S * n)
@@ -141,7 +145,7 @@ def test_a_pass_with_record_batches_publishes_what_a_send_per_verdict_does(monke
                 w._seen[key] = clock[0].timestamp()
             before = len(w.verdict_topic.sent), len(w.metrics_topic.sent)  # type: ignore[attr-defined]
             batches = len(producer.sent)
-            asyncio.run(tick())
+            asyncio.run(judge_pass(w, keys, producer))
             for topic, plain, out in (("t.verdicts", w.verdict_topic, sends), ("t.metrics", w.metrics_topic, points)):
                 got = [kv for t, _, records, _ in producer.sent[batches:] if t == topic for kv in records]
                 out.append(sorted(got) if batched else sorted(plain.sent[before[out is points]:]))  # type: ignore[attr-defined]
@@ -170,13 +174,6 @@ def test_a_small_pass_sends_each_verdict_through_the_topic() -> None:
         w.tables.job_health[key] = State(job, 0).to_bytes()
         w._seen[key] = clock[0].timestamp()
 
-    async def tick() -> None:
-        task = asyncio.ensure_future(w._judge_locked(keys))
-        while not task.done():
-            producer.deliver()
-            await asyncio.sleep(0)
-        await task
-
-    asyncio.run(tick())
+    asyncio.run(judge_pass(w, keys, producer))
     assert len(w.verdict_topic.sent) == len(SCRIPTS)  # type: ignore[attr-defined]
     assert producer.sent == []
