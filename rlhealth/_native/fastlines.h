@@ -51,6 +51,70 @@ fl_str_arg(PyObject *arg, const char *fname)
     return 0;
 }
 
+/* list.append(item) taking the reference to item (NULL: the error that made it): 0, or -1 */
+static inline int
+fl_append_taken(PyObject *list, PyObject *item)
+{
+    if (item == NULL)
+        return -1;
+    int rc = PyList_Append(list, item);
+    Py_DECREF(item);
+    return rc;
+}
+
+/* The rule ids one line matched, as hyperscan reports them (repeats, any order): hits.c and hitsink.c collect
+ * them per line, then emit them sorted without repeats. Zeroed to start; fl_ids_free when done. */
+typedef struct {
+    unsigned long *v;
+    Py_ssize_t n, cap;
+} fl_ids;
+
+static inline int
+fl_ids_push(fl_ids *ids, unsigned long id)
+{
+    if (ids->n == ids->cap) {
+        Py_ssize_t cap = ids->cap ? ids->cap * 2 : 16;
+        unsigned long *grown = PyMem_Realloc(ids->v, (size_t)cap * sizeof(unsigned long));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        ids->v = grown;
+        ids->cap = cap;
+    }
+    ids->v[ids->n++] = id;
+    return 0;
+}
+
+static inline int
+fl_cmp_ulong(const void *a, const void *b)
+{
+    unsigned long x = *(const unsigned long *)a, y = *(const unsigned long *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sort the ids and drop repeats in place; how many are left */
+static inline Py_ssize_t
+fl_ids_sort_unique(fl_ids *ids)
+{
+    if (ids->n < 2)
+        return ids->n;
+    qsort(ids->v, (size_t)ids->n, sizeof(unsigned long), fl_cmp_ulong);
+    Py_ssize_t kept = 1;
+    for (Py_ssize_t i = 1; i < ids->n; i++)
+        if (ids->v[i] != ids->v[kept - 1])
+            ids->v[kept++] = ids->v[i];
+    return ids->n = kept;
+}
+
+static inline void
+fl_ids_free(fl_ids *ids)
+{
+    PyMem_Free(ids->v);
+    ids->v = NULL;
+    ids->n = ids->cap = 0;
+}
+
 /* ---- helpers one file lends another ---------------------------------------------------------------------- */
 
 /* ansi.c: the ANSI strip of a str whose characters are all below U+0100, a new reference; Py_NotImplemented

@@ -63,6 +63,55 @@ add_defaults(PyObject *out, PyObject *defaults)
     return 0;
 }
 
+/* out with add_defaults done, or NULL (out released) on error */
+static PyObject *
+with_defaults(PyObject *out, PyObject *defaults)
+{
+    if (add_defaults(out, defaults) < 0)
+        Py_CLEAR(out);
+    return out;
+}
+
+/* Plan item k's (name, index, how), the name borrowed: 0, or -1 with an exception */
+static int
+plan_step(PyObject *plan, Py_ssize_t k, PyObject **name, Py_ssize_t *idx, long *how)
+{
+    PyObject *step = PyTuple_GET_ITEM(plan, k);
+    if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 3) {
+        PyErr_SetString(PyExc_TypeError, "fields_of() plan items must be (name, index, how)");
+        return -1;
+    }
+    *name = PyTuple_GET_ITEM(step, 0);
+    *idx = PyLong_AsSsize_t(PyTuple_GET_ITEM(step, 1));
+    *how = PyLong_AsLong(PyTuple_GET_ITEM(step, 2));
+    return (*idx == -1 || *how == -1) && PyErr_Occurred() ? -1 : 0;
+}
+
+/* A str value converted as its field's `how` says (see fields_of above), a new reference or NULL */
+static PyObject *
+convert_str(PyObject *v, PyObject *name, long how, PyObject *convert, PyObject *convert_size)
+{
+    if (how == 0)
+        return Py_NewRef(v);
+    if (how == 1)
+        return PyObject_CallFunctionObjArgs(convert_size, name, v, NULL);
+    int shape = number_shape(v);
+    if (shape == 1 || shape == 2)
+        return fl_number_from_ascii(v, shape); /* int(v) / float(v), short ones without a copy (numconv.c) */
+    return PyObject_CallOneArg(convert, v);
+}
+
+/* out[name] = conv, the reference to conv taken (NULL: the error that made it): 0, or -1 */
+static int
+set_taken(PyObject *out, PyObject *name, PyObject *conv)
+{
+    if (conv == NULL)
+        return -1;
+    int rc = PyDict_SetItem(out, name, conv);
+    Py_DECREF(conv);
+    return rc;
+}
+
 /* fields_of's work, for a `values` tuple and a checked `plan` tuple (a new dict, or NULL with an exception). */
 static PyObject *
 fields_from_values(PyObject *values, PyObject *plan, PyObject *convert, PyObject *convert_size, PyObject *defaults)
@@ -72,47 +121,46 @@ fields_from_values(PyObject *values, PyObject *plan, PyObject *convert, PyObject
         return NULL;
     Py_ssize_t nvalues = PyTuple_GET_SIZE(values), nplan = PyTuple_GET_SIZE(plan);
     for (Py_ssize_t k = 0; k < nplan; k++) {
-        PyObject *step = PyTuple_GET_ITEM(plan, k);
-        if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 3) {
-            PyErr_SetString(PyExc_TypeError, "fields_of() plan items must be (name, index, how)");
+        PyObject *name;
+        Py_ssize_t idx;
+        long how;
+        if (plan_step(plan, k, &name, &idx, &how) < 0)
             goto fail;
-        }
-        PyObject *name = PyTuple_GET_ITEM(step, 0);
-        Py_ssize_t idx = PyLong_AsSsize_t(PyTuple_GET_ITEM(step, 1));
-        long how = PyLong_AsLong(PyTuple_GET_ITEM(step, 2));
-        if ((idx == -1 || how == -1) && PyErr_Occurred())
-            goto fail;
-        if (idx < 0 || idx >= nvalues)
+        if (idx < 0 || idx >= nvalues || PyTuple_GET_ITEM(values, idx) == Py_None)
             continue;
-        PyObject *v = PyTuple_GET_ITEM(values, idx);
-        if (v == Py_None)
-            continue;
-        PyObject *conv;
-        if (how == 0) {
-            Py_INCREF(v);
-            conv = v;
-        } else if (how == 1) {
-            conv = PyObject_CallFunctionObjArgs(convert_size, name, v, NULL);
-        } else {
-            int shape = number_shape(v);
-            if (shape == 1 || shape == 2)
-                conv = fl_number_from_ascii(v, shape); /* int(v) / float(v), short ones without a copy (numconv.c) */
-            else
-                conv = PyObject_CallOneArg(convert, v);
-        }
-        if (conv == NULL)
-            goto fail;
-        int rc = PyDict_SetItem(out, name, conv);
-        Py_DECREF(conv);
-        if (rc < 0)
+        if (set_taken(out, name, convert_str(PyTuple_GET_ITEM(values, idx), name, how, convert, convert_size)) < 0)
             goto fail;
     }
-    if (add_defaults(out, defaults) < 0)
-        goto fail;
-    return out;
+    return with_defaults(out, defaults);
 fail:
     Py_DECREF(out);
     return NULL;
+}
+
+/* A number field's value (how 2) converted from its characters text[a:a+n] when they are ASCII digits and dots,
+ * without making the str: a new reference, NULL with an exception, or NULL without one when it cannot tell */
+static PyObject *
+number_from_span(int kind, const void *data, Py_ssize_t a, Py_ssize_t n)
+{
+    if (n <= 0 || n > 64)
+        return NULL;
+    unsigned char buf[64];
+    Py_ssize_t dots = 0, i = 0;
+    for (; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, a + i);
+        if (c == '.')
+            dots++;
+        else if (c < '0' || c > '9')
+            return NULL;
+        buf[i] = (unsigned char)c;
+    }
+    int shape = dots == 0 ? 1 : (dots == 1 && n >= 2) ? 2 : 0; /* number_shape's */
+    if (shape == 0)
+        return NULL;
+    PyObject *conv = fl_number_from_bytes(buf, n, shape);
+    if (conv == Py_NotImplemented)
+        Py_CLEAR(conv); /* the slow path: from the str */
+    return conv;
 }
 
 /* fields_from_values for the groups a scanner found: group g is text[start[g]:end[g]] (absent when start[g] < 0).
@@ -128,66 +176,28 @@ fields_from_spans(PyObject *text, const Py_ssize_t *start, const Py_ssize_t *end
     const void *data = PyUnicode_DATA(text);
     Py_ssize_t nplan = PyTuple_GET_SIZE(plan);
     for (Py_ssize_t k = 0; k < nplan; k++) {
-        PyObject *step = PyTuple_GET_ITEM(plan, k);
-        if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 3) {
-            PyErr_SetString(PyExc_TypeError, "fields_of() plan items must be (name, index, how)");
-            goto fail;
-        }
-        PyObject *name = PyTuple_GET_ITEM(step, 0);
-        Py_ssize_t idx = PyLong_AsSsize_t(PyTuple_GET_ITEM(step, 1));
-        long how = PyLong_AsLong(PyTuple_GET_ITEM(step, 2));
-        if ((idx == -1 || how == -1) && PyErr_Occurred())
+        PyObject *name;
+        Py_ssize_t idx;
+        long how;
+        if (plan_step(plan, k, &name, &idx, &how) < 0)
             goto fail;
         if (idx < 0 || idx >= ngroups || start[idx] < 0)
             continue;
         Py_ssize_t a = start[idx], n = end[idx] - start[idx];
-        PyObject *conv = NULL;
-        if (how != 0 && how != 1 && n > 0 && n <= 64) {
-            unsigned char buf[64];
-            Py_ssize_t dots = 0, i = 0;
-            for (; i < n; i++) {
-                Py_UCS4 c = PyUnicode_READ(kind, data, a + i);
-                if (c == '.')
-                    dots++;
-                else if (c < '0' || c > '9')
-                    break;
-                buf[i] = (unsigned char)c;
-            }
-            int shape = i < n ? 0 : dots == 0 ? 1 : (dots == 1 && n >= 2) ? 2 : 0; /* number_shape's */
-            if (shape != 0) {
-                conv = fl_number_from_bytes(buf, n, shape);
-                if (conv == Py_NotImplemented)
-                    Py_CLEAR(conv); /* the slow path: from the str, below */
-                else if (conv == NULL)
-                    goto fail;
-            }
-        }
+        PyObject *conv = how != 0 && how != 1 ? number_from_span(kind, data, a, n) : NULL;
         if (conv == NULL) {
+            if (PyErr_Occurred())
+                goto fail;
             PyObject *v = PyUnicode_Substring(text, a, a + n);
             if (v == NULL)
                 goto fail;
-            if (how == 0) {
-                conv = v;
-            } else {
-                if (how == 1) {
-                    conv = PyObject_CallFunctionObjArgs(convert_size, name, v, NULL);
-                } else {
-                    int shape = number_shape(v);
-                    conv = shape == 1 || shape == 2 ? fl_number_from_ascii(v, shape) : PyObject_CallOneArg(convert, v);
-                }
-                Py_DECREF(v);
-            }
-            if (conv == NULL)
-                goto fail;
+            conv = convert_str(v, name, how, convert, convert_size);
+            Py_DECREF(v);
         }
-        int rc = PyDict_SetItem(out, name, conv);
-        Py_DECREF(conv);
-        if (rc < 0)
+        if (set_taken(out, name, conv) < 0)
             goto fail;
     }
-    if (add_defaults(out, defaults) < 0)
-        goto fail;
-    return out;
+    return with_defaults(out, defaults);
 fail:
     Py_DECREF(out);
     return NULL;

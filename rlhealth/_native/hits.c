@@ -6,7 +6,7 @@
  *   hit_lines(raw: list, block: bytes) -> list[tuple[int, int]]
  *       sorted({(block.count(b"\n", 0, end), rule) for end, rule in raw}) for `raw` sorted by end (hyperscan's
  *       matches of a block of lines; each end within the block): one memchr walk, the rules of a line sorted
- *       there. Twin: bytescan.hit_lines_py.
+ *       there; rules are non-negative ints (hyperscan ids). Twin: bytescan.hit_lines_py.
  *
  *   keep_hits(hits: list, lines, benign: bytes, fault: bytes, strip) -> tuple[list, list, list, dict]
  *       Classifier.scan's grouping of its sorted (line, rule) hits: a line's hits are kept except its fault
@@ -19,29 +19,15 @@
 
 /* ---- hit_lines: hyperscan's (end offset, rule) pairs of a block as sorted (line, rule) pairs ---------------- */
 
+/* Append (line, rid) for each of a line's rule ids, sorted without repeats */
 static int
-cmp_long(const void *a, const void *b)
+emit_line(PyObject *out, Py_ssize_t line, fl_ids *rids)
 {
-    long x = *(const long *)a, y = *(const long *)b;
-    return (x > y) - (x < y);
-}
-
-/* Append (line, rid) for the sorted unique rids[0:n] */
-static int
-emit_line(PyObject *out, Py_ssize_t line, long *rids, Py_ssize_t n)
-{
-    qsort(rids, (size_t)n, sizeof(long), cmp_long);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (i > 0 && rids[i] == rids[i - 1])
-            continue;
-        PyObject *pair = Py_BuildValue("(nl)", line, rids[i]);
-        if (pair == NULL)
+    Py_ssize_t n = fl_ids_sort_unique(rids);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (fl_append_taken(out, Py_BuildValue("(nk)", line, rids->v[i])) < 0)
             return -1;
-        int rc = PyList_Append(out, pair);
-        Py_DECREF(pair);
-        if (rc < 0)
-            return -1;
-    }
+    rids->n = 0;
     return 0;
 }
 
@@ -53,11 +39,11 @@ fl_hit_lines(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "O!y*:hit_lines", &PyList_Type, &raw, &buf))
         return NULL;
     const char *data = buf.buf;
-    Py_ssize_t size = buf.len, n = PyList_GET_SIZE(raw), cap = 16, nr = 0, pos = 0, line = 0, cur = -1;
+    Py_ssize_t size = buf.len, n = PyList_GET_SIZE(raw), pos = 0, line = 0, cur = -1;
     int unsorted = 0;
-    long *rids = PyMem_Malloc((size_t)cap * sizeof(long));
+    fl_ids rids = {0};
     PyObject *out = PyList_New(0);
-    if (rids == NULL || out == NULL)
+    if (out == NULL)
         goto fail;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *item = PyList_GET_ITEM(raw, i);
@@ -66,7 +52,7 @@ fl_hit_lines(PyObject *self, PyObject *args)
             goto fail;
         }
         Py_ssize_t to = PyLong_AsSsize_t(PyTuple_GET_ITEM(item, 0));
-        long rid = PyLong_AsLong(PyTuple_GET_ITEM(item, 1));
+        unsigned long rid = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(item, 1)); /* hyperscan's ids: unsigned */
         if (PyErr_Occurred())
             goto fail;
         if (to < 0 || to > size) {
@@ -80,24 +66,16 @@ fl_hit_lines(PyObject *self, PyObject *args)
         line += fl_newline_count(data + pos, to - pos);
         pos = to;
         if (line != cur) {
-            if (nr > 0 && emit_line(out, cur, rids, nr) < 0)
+            if (rids.n > 0 && emit_line(out, cur, &rids) < 0)
                 goto fail;
             if (line < cur)
                 unsorted = 1; /* raw was not sorted by end: sort and dedupe the whole output at the end */
-            nr = 0;
             cur = line;
         }
-        if (nr == cap) {
-            long *grown = PyMem_Realloc(rids, (size_t)(cap *= 2) * sizeof(long));
-            if (grown == NULL) {
-                PyErr_NoMemory();
-                goto fail;
-            }
-            rids = grown;
-        }
-        rids[nr++] = rid;
+        if (fl_ids_push(&rids, rid) < 0)
+            goto fail;
     }
-    if (nr > 0 && emit_line(out, cur, rids, nr) < 0)
+    if (rids.n > 0 && emit_line(out, cur, &rids) < 0)
         goto fail;
     if (unsorted) {
         PyObject *set = PySet_New(out);
@@ -106,11 +84,11 @@ fl_hit_lines(PyObject *self, PyObject *args)
         if (out == NULL || PyList_Sort(out) < 0)
             goto fail;
     }
-    PyMem_Free(rids);
+    fl_ids_free(&rids);
     PyBuffer_Release(&buf);
     return out;
 fail:
-    PyMem_Free(rids);
+    fl_ids_free(&rids);
     Py_XDECREF(out);
     PyBuffer_Release(&buf);
     return NULL;

@@ -120,13 +120,6 @@ cmp_match(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
-static int
-cmp_ulong(const void *a, const void *b)
-{
-    unsigned long x = *(const unsigned long *)a, y = *(const unsigned long *)b;
-    return (x > y) - (x < y);
-}
-
 /* Close batches up to `upto` (exclusive): the current one with its pairs and line count, the empty ones after */
 static int
 close_batches(PyObject *out, PyObject **cur, Py_ssize_t *lines, Py_ssize_t upto)
@@ -148,28 +141,20 @@ close_batches(PyObject *out, PyObject **cur, Py_ssize_t *lines, Py_ssize_t upto)
     return 0;
 }
 
-/* Append (line - batch start, rid) for the sorted unique rids[0:n] of one line to its batch */
+/* Append (line - batch start, rid) for each of a line's rule ids, sorted without repeats, to its batch */
 static int
-emit(HitSink *s, PyObject *out, PyObject **cur, Py_ssize_t *lines, Py_ssize_t line, Py_ssize_t size,
-     unsigned long *rids, Py_ssize_t n)
+emit(HitSink *s, PyObject *out, PyObject **cur, Py_ssize_t *lines, Py_ssize_t line, Py_ssize_t size, fl_ids *rids)
 {
     Py_ssize_t batch = line / size;
     if (close_batches(out, cur, lines, batch) < 0)
         return -1;
     if (*cur == NULL && (*cur = PyList_New(0)) == NULL)
         return -1;
-    qsort(rids, (size_t)n, sizeof(unsigned long), cmp_ulong);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (i > 0 && rids[i] == rids[i - 1])
-            continue;
-        PyObject *pair = pair_of(s, line - batch * size, rids[i]);
-        if (pair == NULL)
+    Py_ssize_t n = fl_ids_sort_unique(rids);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (fl_append_taken(*cur, pair_of(s, line - batch * size, rids->v[i])) < 0)
             return -1;
-        int rc = PyList_Append(*cur, pair);
-        Py_DECREF(pair);
-        if (rc < 0)
-            return -1;
-    }
+    rids->n = 0;
     (*lines)++;
     return 0;
 }
@@ -183,9 +168,9 @@ sink_take(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*n:take", &buf, &size))
         return NULL;
     PyObject *out = NULL, *cur = NULL;
-    Py_ssize_t n = s->n, cap = 16, nr = 0, line = 0, cur_line = -1, lines = 0;
+    Py_ssize_t n = s->n, line = 0, cur_line = -1, lines = 0;
     unsigned long long pos = 0;
-    unsigned long *rids = NULL;
+    fl_ids rids = {0};
     s->n = 0; /* taken, whatever happens below */
     if (size < 1) {
         PyErr_SetString(PyExc_ValueError, "take() size must be positive");
@@ -197,13 +182,8 @@ sink_take(PyObject *self, PyObject *args)
             break;
         }
     }
-    rids = PyMem_Malloc((size_t)cap * sizeof(unsigned long));
-    out = PyList_New(0);
-    if (rids == NULL || out == NULL) {
-        if (rids == NULL)
-            PyErr_NoMemory();
+    if ((out = PyList_New(0)) == NULL)
         goto fail;
-    }
     for (Py_ssize_t i = 0; i < n; i++) {
         unsigned long long to = s->m[i].to;
         if (to > (unsigned long long)buf.len) {
@@ -213,32 +193,24 @@ sink_take(PyObject *self, PyObject *args)
         line += fl_newline_count((const char *)buf.buf + pos, (Py_ssize_t)(to - pos));
         pos = to;
         if (line != cur_line) {
-            if (nr > 0 && emit(s, out, &cur, &lines, cur_line, size, rids, nr) < 0)
+            if (rids.n > 0 && emit(s, out, &cur, &lines, cur_line, size, &rids) < 0)
                 goto fail;
-            nr = 0;
             cur_line = line;
         }
-        if (nr == cap) {
-            unsigned long *grown = PyMem_Realloc(rids, (size_t)(cap *= 2) * sizeof(unsigned long));
-            if (grown == NULL) {
-                PyErr_NoMemory();
-                goto fail;
-            }
-            rids = grown;
-        }
-        rids[nr++] = s->m[i].id;
+        if (fl_ids_push(&rids, s->m[i].id) < 0)
+            goto fail;
     }
-    if (nr > 0) {
-        if (emit(s, out, &cur, &lines, cur_line, size, rids, nr) < 0)
+    if (rids.n > 0) {
+        if (emit(s, out, &cur, &lines, cur_line, size, &rids) < 0)
             goto fail;
         if (close_batches(out, &cur, &lines, cur_line / size + 1) < 0)
             goto fail;
     }
-    PyMem_Free(rids);
+    fl_ids_free(&rids);
     PyBuffer_Release(&buf);
     return out;
 fail:
-    PyMem_Free(rids);
+    fl_ids_free(&rids);
     Py_XDECREF(cur);
     Py_XDECREF(out);
     PyBuffer_Release(&buf);
