@@ -36,6 +36,7 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -44,7 +45,15 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: E402
 from aiokafka.structs import TopicPartition as AioTP  # noqa: E402
 
 from bench._kafka_harness import broker_env as _broker_env  # noqa: E402
-from bench._kafka_harness import cpu_seconds, free_port, scrape, start_broker, stop_worker_and_topics  # noqa: E402
+from bench._kafka_harness import (  # noqa: E402
+    cpu_seconds,
+    free_port,
+    listener_pid,
+    machine_cpu,
+    scrape,
+    start_broker,
+    stop_worker_and_topics,
+)
 from rlhealth.schemas import LogBatch, Source, decode_verdict, encode, job_key  # noqa: E402
 from rlhealth.schemas.topics import TopicCatalog  # noqa: E402
 from rlhealth.sinks.kafka import ensure_topics  # noqa: E402
@@ -125,8 +134,52 @@ async def _produce_backlog(bootstrap: str, topic: str, templates: dict[int, list
         await producer.stop()
 
 
+class _Where(NamedTuple):
+    """One sample of the latency phase: who had the CPU, and how far behind the worker was."""
+
+    t: float  # monotonic
+    sent: int  # background messages produced so far
+    folded: float  # the worker's rlhealth_log_lines_processed_total
+    cpu: tuple[float, float, float]  # CPU seconds so far of the worker, the broker, this bench process
+    machine: tuple[float, float]  # (busy, total) CPU seconds of the machine
+
+
+def _where(sent: int, folded: float, worker_pid: int | None, broker_pid: int | None) -> _Where:
+    def cpu(pid: int | None) -> float:
+        try:
+            return cpu_seconds(pid) if pid else float("nan")
+        except OSError:
+            return float("nan")
+
+    return _Where(time.monotonic(), sent, folded, (cpu(worker_pid), cpu(broker_pid), cpu(os.getpid())),
+                  machine_cpu())
+
+
+def _report_where(samples: list[_Where], lines_before: float, load_rate: float) -> None:
+    """Where the latency phase's CPU went and whether the worker kept up (the backlog in lines it had
+    not folded: the lines produced, backlog of the throughput phase included, minus the lines folded)."""
+    if len(samples) < 2:
+        return
+    a, b = samples[0], samples[-1]
+    span = b.t - a.t
+    shares = [(y - x) / span for x, y in zip(a.cpu, b.cpu, strict=True)]
+    busy = (b.machine[0] - a.machine[0]) / span
+    print(f"latency phase CPU (of one core): worker {shares[0]:.0%}, broker {shares[1]:.0%}, this bench "
+          f"(producer and verdict reader) {shares[2]:.0%}; machine busy {busy:.2f} of "
+          f"{(b.machine[1] - a.machine[1]) / span:.0f} cores; load average {os.getloadavg()[0]:.1f}", flush=True)
+    folded = b.folded - a.folded
+    print(f"background produced at {(b.sent - a.sent) / span * LINES_PER_BATCH:,.0f} lines/s "
+          f"(asked {load_rate * LINES_PER_BATCH:,.0f}), folded at {folded / span:,.0f} lines/s, worker "
+          f"{(b.cpu[0] - a.cpu[0]) / max(folded, 1) * 1e6:.2f} us of CPU per line folded", flush=True)
+    backlog = [(s.t - a.t, lines_before + s.sent * LINES_PER_BATCH - s.folded) for s in samples]
+    print("worker backlog (lines produced, not folded) at +s: "
+          + ", ".join(f"{t:.0f}:{max(x, 0) / 1000:.0f}k" for t, x in backlog[:: max(1, len(backlog) // 12)]), flush=True)
+
+
 async def _measure_latency(bootstrap: str, catalog: TopicCatalog, templates: dict[int, list[bytes]],
-                           probes: dict[str, bytes], load_rate: float, interval: float) -> tuple[list[float], int]:
+                           probes: dict[str, bytes], load_rate: float, interval: float,
+                           port: int | None = None, worker_pid: int | None = None,
+                           lines_before: float = 0.0) -> tuple[list[float], int]:
     """Background load at `load_rate` msgs/s; each probe's produce-to-verdict(B FAIL) latency."""
     topic = catalog.topic_for_kind("log_batch")
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=2, max_batch_size=1 << 20,
@@ -160,6 +213,21 @@ async def _measure_latency(bootstrap: str, catalog: TopicCatalog, templates: dic
                             got_at[v.job_id] = now
                             judged_at[v.job_id] = v.produced_at.timestamp()
 
+        produced = [0]  # background messages sent so far
+
+        async def watch() -> None:
+            """Sample the CPU of the worker, the broker and this process, and the worker's fold, every 2 s."""
+            broker_pid = listener_pid(bootstrap)
+            while not stop.is_set():
+                folded = await asyncio.to_thread(scrape, port) if port else {}
+                n = folded.get("rlhealth_log_lines_processed_total", float("nan"))
+                # the probes' lines count as background here (a batch each, 500 lines)
+                where.append(_where(produced[0] + len(sent_at), n, worker_pid, broker_pid))
+                await asyncio.sleep(2.0)
+            _report_where(where, lines_before, load_rate)
+
+        where: list[_Where] = []
+
         async def load() -> None:
             i, start, jobs = 0, time.monotonic(), len(templates)
             while not stop.is_set():
@@ -170,8 +238,11 @@ async def _measure_latency(bootstrap: str, catalog: TopicCatalog, templates: dic
                 j = i % jobs
                 await producer.send(topic, templates[j][i % 8], key=job_key(f"load-{j:03d}"))
                 i += 1
+                produced[0] = i
 
         tasks = [asyncio.create_task(read()), asyncio.create_task(load())]
+        if port is not None:
+            tasks.append(asyncio.create_task(watch()))
         await asyncio.sleep(3)
         for job, value in probes.items():
             sent_at[job] = time.time()
@@ -268,7 +339,7 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
              "--metrics-port", str(port), "--tick-secs", str(args.tick_secs), "--loglevel", "warning",
              "--no-create-topics"],
             env=env, stdout=worker_log, stderr=subprocess.STDOUT)
-    samples: list[tuple[float, float]] = []
+    samples: list[tuple[float, float, float]] = []
     try:
         if flood:
             return _bench_flood(args, bootstrap, catalog, port, worker, log_path, templates, make_batch)
@@ -277,15 +348,18 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
             if worker.poll() is not None:
                 raise SystemExit(f"worker exited {worker.returncode}; see {log_path}")
             done = scrape(port).get("rlhealth_log_lines_processed_total", 0.0)
-            samples.append((time.monotonic(), done))
+            samples.append((time.monotonic(), done, cpu_seconds(worker.pid)))
             if done >= total_lines:
                 break
             time.sleep(0.1)
-        lo = next(t for t, d in samples if d >= 0.1 * total_lines)
-        hi = next(t for t, d in samples if d >= 0.9 * total_lines)
-        rate = 0.8 * total_lines / (hi - lo)
+        lo = next(s for s in samples if s[1] >= 0.1 * total_lines)
+        hi = next(s for s in samples if s[1] >= 0.9 * total_lines)
+        rate = 0.8 * total_lines / (hi[0] - lo[0])
+        # CPU per line does not depend on what else shares the machine: compare it with the latency phase's
         print(f"throughput: {rate:,.0f} lines/s per worker ({rate / LINES_PER_BATCH:,.0f} msgs/s), "
-              f"10%..90% of the backlog in {hi - lo:.1f}s", flush=True)
+              f"10%..90% of the backlog in {hi[0] - lo[0]:.1f}s; worker CPU {(hi[2] - lo[2]) / (hi[0] - lo[0]):.0%} "
+              f"of one core, {(hi[2] - lo[2]) / (hi[1] - lo[1]) * 1e6:.2f} us per line; load average "
+              f"{os.getloadavg()[0]:.1f}", flush=True)
 
         # ---- latency under ~half that load
         load_lines = args.load_lines_per_s if args.load_lines_per_s is not None else rate * args.load_fraction
@@ -294,7 +368,7 @@ def _bench(args: argparse.Namespace, bootstrap: str) -> int:
         probes = {f"probe-{k:04d}": make_batch(f"probe-{k:04d}", k, [f"2026-11-29T10:20:02Z {FAULT}"])
                   for k in range(args.probes)}
         lat, missing = asyncio.run(_measure_latency(bootstrap, catalog, templates, probes, load_rate,
-                                                    args.probe_interval))
+                                                    args.probe_interval, port, worker.pid, total_lines))
         m = scrape(port)
         if not lat:
             raise SystemExit("no probe verdict arrived")

@@ -51,6 +51,9 @@ class Settings(BaseSettings):
     batch_intake: bool = Field(True, description="the worker takes event-topic records in lists past faust's "
                                                  "per-message stream (rlhealth/streams/batch_intake.py; ~4x less "
                                                  "CPU per bad record); 0: faust's per-message stream")
+    fetch_max_wait_ms: int = Field(100, ge=0, description="longest wait of the worker's consumer at the broker per "
+                                   "fetch; a fetch of quiet partitions holds back the busy ones that long "
+                                   "(rlhealth/streams/fetch_wait.py; 0: faust's 1,500 ms)")
     profile: Path | None = Field(None, description="the worker's event loop is profiled (cProfile) into this file")
     gc_young_threshold: int = Field(7000, ge=1, description="the worker's young-generation garbage-collector "
                                     "threshold (CPython's default: 700; full collections of a large heap "

@@ -74,6 +74,7 @@ from rlhealth.sinks.prometheus import Exporter
 from rlhealth.streams.app import DEFAULT_APP_ID, group_id, make_app
 from rlhealth.streams.batch_intake import BatchIntake, install_batch_intake
 from rlhealth.streams.delivery import Stall, await_batches, track_topics
+from rlhealth.streams.fetch_wait import install_fetch_wait
 from rlhealth.streams.intake import RawBytes, install_lean_delivery
 from rlhealth.streams.judging import JudgingPass, _Fresh
 from rlhealth.streams.pauses import GcPauses
@@ -218,6 +219,8 @@ class StreamWorker(JudgingPass):
         self.event_topics = set(self.catalog.event_topics)
         self._kinds = {t: self.catalog.kinds_for_topic(t) for t in self.event_topics}
         config = _settings.load()
+        if config.fetch_max_wait_ms:  # first: the consumer classes below build on this one
+            install_fetch_wait(self.app, config.fetch_max_wait_ms)
         if config.lean_delivery:
             install_lean_delivery(self.app)
         self._intake: BatchIntake | None = None
