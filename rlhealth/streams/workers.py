@@ -74,6 +74,7 @@ from rlhealth.sinks.prometheus import Exporter
 from rlhealth.streams.app import DEFAULT_APP_ID, group_id, make_app
 from rlhealth.streams.batch_intake import BatchIntake, install_batch_intake
 from rlhealth.streams.delivery import Stall, await_batches, track_topics
+from rlhealth.streams.heap import HeapFreezer
 from rlhealth.streams.intake import RawBytes, install_lean_delivery
 from rlhealth.streams.judging import JudgingPass, _Fresh
 from rlhealth.streams.pauses import GcPauses
@@ -88,6 +89,11 @@ EXIT_AGENT_DIED = 70
 # Kinds that can change a call on their own: judged within `fast_tick_secs`, not at the next tick.
 URGENT_KINDS = frozenset({"job_state", "job_spec", "job_ended"})
 PROBE_SECS = 0.5  # the event-loop probe's interval
+# The per-job text `/metrics` serves is rendered on the event loop after each regular judging pass and,
+# for what passes of jobs with news changed, this often (`_render_metrics_text`)
+METRICS_TEXT_SECS = 1.0
+# ... but rendering takes at most this share of the loop (~0.1 s per render at 10,000 jobs)
+METRICS_TEXT_DUTY = 0.1
 # A probe this late is logged: nothing else ran meanwhile, the group coordinator's heartbeats included
 LOOP_STALL_WARN_SECS = 2.0
 
@@ -291,11 +297,13 @@ class StreamWorker(JudgingPass):
         app.timer(self.settings.fast_tick_secs, name="judge_jobs_with_news")(self._fast_tick)
         app.timer(2.0, name="flush_evidence")(self._flush_evidence)
         app.timer(PROBE_SECS, name="probe_event_loop")(self._probe_loop)
+        app.timer(METRICS_TEXT_SECS, name="render_metrics_text")(self._render_metrics_text)
         # faust's signal stubs type receivers as taking `signal=`; faust calls them with the sender and
         # the partitions, as its own documentation shows
         app.on_partitions_assigned.connect(self._on_assigned)  # type: ignore[arg-type]
         app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]
         self._probe_at: float | None = None
+        self._metrics_text_next = 0.0  # monotonic time before which `_render_metrics_text` does not render
         self._loop_lag_max = 0.0
         self.gc_pauses = GcPauses()  # installed by `run`
 
@@ -686,6 +694,22 @@ class StreamWorker(JudgingPass):
         except Exception as exc:  # noqa: BLE001 - evidence is best effort; the verdict topic is the contract
             log.error("evidence flush failed: %r", exc)
 
+    async def _render_metrics_text(self) -> None:
+        """Render the per-job `/metrics` text for jobs a pass of jobs with news changed (the regular
+        pass renders it at its end, `judge_owned_jobs`); not while a pass judges, and at most
+        `METRICS_TEXT_DUTY` of the time."""
+        if self._judging.locked() or not self.exporter.jobs.changed:
+            return
+        if time.monotonic() < self._metrics_text_next:
+            return
+        self.render_metrics_text()
+
+    def render_metrics_text(self) -> None:
+        started = time.monotonic()
+        self.exporter.refresh_jobs_text()
+        took = time.monotonic() - started
+        self._metrics_text_next = started + took / METRICS_TEXT_DUTY
+
     async def _probe_loop(self) -> None:
         now = time.monotonic()
         if self._probe_at is not None:
@@ -749,9 +773,11 @@ class StreamWorker(JudgingPass):
         """Run until SIGTERM/SIGINT; returns the process exit status."""
         gc.set_threshold(*gc_thresholds())
         self.gc_pauses.install()
+        # only the worker's own process freezes its heap (not the tests' and benches' offline workers)
+        self.heap = HeapFreezer(_settings.load().gc_thaw_every)
         port = None
         if self.settings.metrics_port is not None:
-            port = self.exporter.serve(self.settings.metrics_port, self.settings.metrics_addr)
+            port = self.exporter.serve(self.settings.metrics_port, self.settings.metrics_addr, rendered=True)
             log.info("metrics on http://%s:%d/metrics", self.settings.metrics_addr, port)
         self._declare_changelogs()
         worker = faust.Worker(self.app, loglevel=self.settings.loglevel, quiet=True)
