@@ -1,0 +1,56 @@
+"""The worker renders the per-job `/metrics` text on its event loop (`StreamWorker.render_metrics_text`),
+and its server serves that text (`Exporter.serve(rendered=True)`)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+from prometheus_client import generate_latest
+
+from rlhealth.agents.findings import JobMetrics
+from rlhealth.streams import workers
+from tests.offline_worker import offline_worker
+from tests.test_sink_prometheus import metrics
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def _metrics(job_id: str, step: int) -> JobMetrics:
+    return metrics(job_id, trainer_last_step=step)
+
+
+def test_changes_are_rendered_by_the_timer_but_not_while_a_pass_judges() -> None:
+    w = offline_worker(core=None, clock=[T0])
+    w._metrics_text_next = 0.0
+    w.exporter.update(_metrics("job-a", 1))
+    w.render_metrics_text()
+    assert w.exporter.rendered_exposition() == generate_latest(w.exporter.registry)
+    w.exporter.update(_metrics("job-a", 2))  # a pass of jobs with news changed the job
+
+    async def during_a_pass() -> None:
+        async with w._judging:
+            w._metrics_text_next = 0.0
+            await w._render_metrics_text()
+
+    asyncio.run(during_a_pass())
+    assert b'rlhealth_job_trainer_last_step{job_id="job-a"} 1.0' in w.exporter.rendered_exposition()  # the pass renders at its end
+    w._metrics_text_next = 0.0
+    asyncio.run(w._render_metrics_text())
+    assert w.exporter.rendered_exposition() == generate_latest(w.exporter.registry)
+
+
+def test_the_timer_renders_at_most_its_duty_share_of_the_time() -> None:
+    w = offline_worker(core=None, clock=[T0])
+    w._metrics_text_next = 0.0
+    for i in range(200):
+        w.exporter.update(_metrics(f"job-{i:03d}", i))
+    w.render_metrics_text()
+    assert w._metrics_text_next > 0.0
+    w.exporter.update(_metrics("job-000", 1000))
+    asyncio.run(w._render_metrics_text())  # too soon after the last render: left for later
+    assert w.exporter.jobs.changed
+    w._metrics_text_next = 0.0
+    asyncio.run(w._render_metrics_text())
+    assert not w.exporter.jobs.changed
+    assert workers.METRICS_TEXT_DUTY <= 0.25
