@@ -4,6 +4,7 @@ and its server serves that text (`Exporter.serve(rendered=True)`)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import UTC, datetime
 
 from prometheus_client import generate_latest
@@ -31,12 +32,12 @@ def test_changes_are_rendered_by_the_timer_but_not_while_a_pass_judges() -> None
     async def during_a_pass() -> None:
         async with w._judging:
             w._metrics_text_next = 0.0
-            await w._render_metrics_text()
+            await w._after_passes()
 
     asyncio.run(during_a_pass())
     assert b'rlhealth_job_trainer_last_step{job_id="job-a"} 1.0' in w.exporter.rendered_exposition()  # the pass renders at its end
     w._metrics_text_next = 0.0
-    asyncio.run(w._render_metrics_text())
+    asyncio.run(w._after_passes())
     assert w.exporter.rendered_exposition() == generate_latest(w.exporter.registry)
 
 
@@ -45,12 +46,37 @@ def test_the_timer_renders_at_most_its_duty_share_of_the_time() -> None:
     w._metrics_text_next = 0.0
     for i in range(200):
         w.exporter.update(_metrics(f"job-{i:03d}", i))
+    started = time.monotonic()
     w.render_metrics_text()
-    assert w._metrics_text_next > 0.0
+    assert w._metrics_text_next > started  # the next render waits ten times as long as this one took
+    w._metrics_text_next = time.monotonic() + 100.0
     w.exporter.update(_metrics("job-000", 1000))
-    asyncio.run(w._render_metrics_text())  # too soon after the last render: left for later
+    asyncio.run(w._after_passes())  # too soon after the last render: left for later
     assert w.exporter.jobs.changed
     w._metrics_text_next = 0.0
-    asyncio.run(w._render_metrics_text())
+    asyncio.run(w._after_passes())
     assert not w.exporter.jobs.changed
     assert workers.METRICS_TEXT_DUTY <= 0.25
+
+
+def test_after_a_regular_pass_the_timer_renders_at_once_and_freezes_the_heap() -> None:
+    """The regular pass only marks its end; the timer renders (whatever the duty budget) and freezes."""
+    w = offline_worker(core=None, clock=[T0])
+    frozen: list[int] = []
+
+    class Heap:
+        def after_pass(self) -> None:
+            frozen.append(1)
+
+    w.heap = Heap()  # type: ignore[assignment]  # not the real freezer: the test process stays thawed
+    w.exporter.update(_metrics("job-a", 1))
+    w.render_metrics_text()
+    w.exporter.update(_metrics("job-a", 2))
+    w._metrics_text_next = time.monotonic() + 100.0  # the duty budget's pause after the last render
+    asyncio.run(w._after_passes())  # within that pause and no pass ended: nothing
+    assert w.exporter.jobs.changed and frozen == []
+    w._pass_ended = True
+    asyncio.run(w._after_passes())
+    assert not w.exporter.jobs.changed and frozen == [1] and not w._pass_ended
+    asyncio.run(w._after_passes())
+    assert frozen == [1]  # once per pass

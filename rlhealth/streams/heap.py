@@ -6,7 +6,9 @@ every one of them: 0.5-1.1 s per collection and 14-20 s of the process's time ov
 of `bench/scale.py` (BENCHMARKS.md, sessions 8-10), during which the event loop, the judging pass
 and the `/metrics` thread all stand still.
 
-`HeapFreezer.after_pass` runs on the event loop after each regular judging pass: it collects the two
+`HeapFreezer.after_pass` runs on the event loop after each regular judging pass (on the worker's 1 s
+timer, `StreamWorker._after_passes`, not at the pass's tail, where the last books are being handed to
+the changelog): it collects the two
 young generations (cheap: they hold only what was made since the last freeze) and then moves every
 surviving object to the permanent generation (`gc.freeze`), which no collection walks. Objects that
 die later are still freed by reference counting; only *cyclic* garbage among frozen objects would

@@ -31,7 +31,6 @@ from rlhealth.agents.stability import key_facts, needs_shown, next_band_at, stab
 from rlhealth.schemas import Verdict, encode
 from rlhealth.sinks.evidence_records import metrics_point
 from rlhealth.sinks.prometheus import Exporter
-from rlhealth.streams.heap import HeapFreezer
 from rlhealth.streams.priority import JudgingPriority
 from rlhealth.streams.record_batches import RecordBatches
 from rlhealth.streams.state_cache import DecodedStates
@@ -144,13 +143,10 @@ class JudgingPass:
     _wait_parts: dict[str, float]  # ... by what was awaited (`_waiting`)
     _busy: float  # of the last pass, seconds spent judging
     _judge_all_max: float  # the longest regular pass so far (wall seconds)
-    heap: HeapFreezer | None = None  # set by the worker's `run`: freezes the heap after each regular pass
+    _pass_ended: bool = False  # a regular pass ended since `_after_passes` last ran
 
     # the worker's own (intake and rebalance)
     def _load(self, key: bytes, job_id: str, *, take: bool = False) -> Any:
-        raise NotImplementedError
-
-    def render_metrics_text(self) -> None:
         raise NotImplementedError
 
     def owned_partitions(self) -> set[int]:
@@ -230,9 +226,10 @@ class JudgingPass:
         self.exporter.state_cache_misses.set(self._decoded.misses)
         self.exporter.retain(exported)
         self.exporter.jobs_owned.set(len(exported))
-        self.render_metrics_text()  # what the next scrapes serve (`Exporter.serve(rendered=True)`)
-        if self.heap is not None:
-            self.heap.after_pass()
+        # The `/metrics` text and the heap freeze follow on the worker's 1 s timer (`_after_passes`), not
+        # here: the pass's last books are being handed to the changelog now, and a collection holding
+        # the GIL at this point only delayed that (a SIGKILL then lost a book a scrape had seen counted).
+        self._pass_ended = True
         return published
 
     async def _judge(self, keys: list[bytes]) -> tuple[list[str], int]:

@@ -89,10 +89,11 @@ EXIT_AGENT_DIED = 70
 # Kinds that can change a call on their own: judged within `fast_tick_secs`, not at the next tick.
 URGENT_KINDS = frozenset({"job_state", "job_spec", "job_ended"})
 PROBE_SECS = 0.5  # the event-loop probe's interval
-# The per-job text `/metrics` serves is rendered on the event loop after each regular judging pass and,
-# for what passes of jobs with news changed, this often (`_render_metrics_text`)
-METRICS_TEXT_SECS = 1.0
-# ... but rendering takes at most this share of the loop (~0.1 s per render at 10,000 jobs)
+# The per-job text `/metrics` serves is rendered on the event loop, by a timer this often, after each
+# regular judging pass (then the heap is frozen too) and for what passes of jobs with news changed
+# (`_after_passes`)
+AFTER_PASSES_SECS = 1.0
+# ... the latter at most this share of the loop (~0.1 s per render at 10,000 jobs)
 METRICS_TEXT_DUTY = 0.1
 # A probe this late is logged: nothing else ran meanwhile, the group coordinator's heartbeats included
 LOOP_STALL_WARN_SECS = 2.0
@@ -209,6 +210,8 @@ def _sched_view(state: Any) -> tuple[Any, ...] | None:
 class StreamWorker(JudgingPass):
     """Wires the app, tables, agent, timers, exporter and (optionally) the evidence store."""
 
+    heap: HeapFreezer | None = None  # set by `run`: freezes the heap after regular passes (`_after_passes`)
+
     def __init__(self, settings: WorkerSettings, *, core: Any | None = None, exporter: Exporter | None = None,
                  clock: Callable[[], datetime] | None = None) -> None:
         self.settings = settings
@@ -297,7 +300,7 @@ class StreamWorker(JudgingPass):
         app.timer(self.settings.fast_tick_secs, name="judge_jobs_with_news")(self._fast_tick)
         app.timer(2.0, name="flush_evidence")(self._flush_evidence)
         app.timer(PROBE_SECS, name="probe_event_loop")(self._probe_loop)
-        app.timer(METRICS_TEXT_SECS, name="render_metrics_text")(self._render_metrics_text)
+        app.timer(AFTER_PASSES_SECS, name="after_judging_passes")(self._after_passes)
         # faust's signal stubs type receivers as taking `signal=`; faust calls them with the sender and
         # the partitions, as its own documentation shows
         app.on_partitions_assigned.connect(self._on_assigned)  # type: ignore[arg-type]
@@ -694,17 +697,23 @@ class StreamWorker(JudgingPass):
         except Exception as exc:  # noqa: BLE001 - evidence is best effort; the verdict topic is the contract
             log.error("evidence flush failed: %r", exc)
 
-    async def _render_metrics_text(self) -> None:
-        """Render the per-job `/metrics` text for jobs a pass of jobs with news changed (the regular
-        pass renders it at its end, `judge_owned_jobs`); not while a pass judges, and at most
+    async def _after_passes(self) -> None:
+        """Not while a pass judges: after a regular pass ended, render the per-job `/metrics` text and
+        freeze the heap (`HeapFreezer`); else render what passes of jobs with news changed, at most
         `METRICS_TEXT_DUTY` of the time."""
-        if self._judging.locked() or not self.exporter.jobs.changed:
+        if self._judging.locked():
             return
-        if time.monotonic() < self._metrics_text_next:
+        if self._pass_ended:
+            self._pass_ended = False
+            self.render_metrics_text()
+            if self.heap is not None:
+                self.heap.after_pass()
             return
-        self.render_metrics_text()
+        if self.exporter.jobs.changed and time.monotonic() >= self._metrics_text_next:
+            self.render_metrics_text()
 
     def render_metrics_text(self) -> None:
+        """What the next scrapes serve (`Exporter.serve(rendered=True)`), if a job's series changed."""
         started = time.monotonic()
         self.exporter.refresh_jobs_text()
         took = time.monotonic() - started
