@@ -13,9 +13,10 @@ young generations (cheap: they hold only what was made since the last freeze) an
 surviving object to the permanent generation (`gc.freeze`), which no collection walks. Objects that
 die later are still freed by reference counting; only *cyclic* garbage among frozen objects would
 wait. Judging and folding make none (the in-process bench `bench/judge_all.py` with a freeze after
-every tick found 0 objects to collect in six ticks, and the frozen count stayed flat), but the worker
-as a whole does (faust, aiokafka, asyncio): with a thaw only every 60 passes, the scale bench's RSS
-rose to 641-825 MB against 607-652 MB without freezing (BENCHMARKS.md, session 10). So every
+every tick found 0 objects to collect in six ticks, and the frozen count stayed flat), but the rest
+of the worker may (faust, aiokafka, asyncio): with a thaw only every 60 passes, the scale bench's RSS
+peaked at 641-825 MB against 607-652 MB without freezing (BENCHMARKS.md, session 10; frozen garbage
+is the likely cause, not a proven one). So every
 `thaw_every` passes (default 6: about a minute at the 10 s tick) the permanent generation is thawed
 and collected in full: one full pause of today's size that often, and any cyclic garbage is kept
 about a minute at most.
