@@ -1,5 +1,5 @@
-"""The worker renders the per-job `/metrics` text on its event loop (`StreamWorker.render_metrics_text`),
-and its server serves that text (`Exporter.serve(rendered=True)`)."""
+"""The worker takes the snapshot `/metrics` serves on its event loop, between judging passes
+(`StreamWorker._after_passes`, `Exporter.serve(rendered=True)`), and freezes its heap after regular passes."""
 
 from __future__ import annotations
 
@@ -21,11 +21,11 @@ def _metrics(job_id: str, step: int) -> JobMetrics:
     return metrics(job_id, trainer_last_step=step)
 
 
-def test_changes_are_rendered_by_the_timer_but_not_while_a_pass_judges() -> None:
+def test_the_timer_takes_the_snapshot_but_not_while_a_pass_judges() -> None:
     w = offline_worker(core=None, clock=[T0])
     w._metrics_text_next = 0.0
     w.exporter.update(_metrics("job-a", 1))
-    w.render_metrics_text()
+    w.refresh_metrics()
     assert w.exporter.rendered_exposition() == generate_latest(w.exporter.registry)
     w.exporter.update(_metrics("job-a", 2))  # a pass of jobs with news changed the job
 
@@ -35,32 +35,40 @@ def test_changes_are_rendered_by_the_timer_but_not_while_a_pass_judges() -> None
             await w._after_passes()
 
     asyncio.run(during_a_pass())
-    assert b'rlhealth_job_trainer_last_step{job_id="job-a"} 1.0' in w.exporter.rendered_exposition()  # the pass renders at its end
+    assert b'rlhealth_job_trainer_last_step{job_id="job-a"} 1.0' in w.exporter.rendered_exposition()
     w._metrics_text_next = 0.0
+    asyncio.run(w._after_passes())
+    assert w.exporter.rendered_exposition() == generate_latest(w.exporter.registry)
+    w.exporter.jobs_owned.set(5)  # only the pipeline changed: taken at every tick of the timer
+    w._metrics_text_next = time.monotonic() + 100.0
     asyncio.run(w._after_passes())
     assert w.exporter.rendered_exposition() == generate_latest(w.exporter.registry)
 
 
-def test_the_timer_renders_at_most_its_duty_share_of_the_time() -> None:
+def test_changed_jobs_are_rendered_at_most_the_duty_share_of_the_time() -> None:
     w = offline_worker(core=None, clock=[T0])
     w._metrics_text_next = 0.0
     for i in range(200):
         w.exporter.update(_metrics(f"job-{i:03d}", i))
     started = time.monotonic()
-    w.render_metrics_text()
+    w.refresh_metrics()
     assert w._metrics_text_next > started  # the next render waits ten times as long as this one took
     w._metrics_text_next = time.monotonic() + 100.0
     w.exporter.update(_metrics("job-000", 1000))
-    asyncio.run(w._after_passes())  # too soon after the last render: left for later
+    w.exporter.jobs_owned.set(7)
+    asyncio.run(w._after_passes())  # too soon after the last render: the whole snapshot waits
     assert w.exporter.jobs.changed
+    assert b"rlhealth_jobs_owned 0.0" in w.exporter.rendered_exposition()
     w._metrics_text_next = 0.0
     asyncio.run(w._after_passes())
     assert not w.exporter.jobs.changed
+    assert w.exporter.rendered_exposition() == generate_latest(w.exporter.registry)
     assert workers.METRICS_TEXT_DUTY <= 0.25
 
 
-def test_after_a_regular_pass_the_timer_renders_at_once_and_freezes_the_heap() -> None:
-    """The regular pass only marks its end; the timer renders (whatever the duty budget) and freezes."""
+def test_after_a_regular_pass_the_timer_takes_the_snapshot_at_once_and_freezes_the_heap() -> None:
+    """The regular pass only marks its end; the timer takes the snapshot (whatever the duty budget)
+    and freezes the heap, once per pass."""
     w = offline_worker(core=None, clock=[T0])
     frozen: list[int] = []
 
@@ -70,7 +78,7 @@ def test_after_a_regular_pass_the_timer_renders_at_once_and_freezes_the_heap() -
 
     w.heap = Heap()  # type: ignore[assignment]  # not the real freezer: the test process stays thawed
     w.exporter.update(_metrics("job-a", 1))
-    w.render_metrics_text()
+    w.refresh_metrics()
     w.exporter.update(_metrics("job-a", 2))
     w._metrics_text_next = time.monotonic() + 100.0  # the duty budget's pause after the last render
     asyncio.run(w._after_passes())  # within that pause and no pass ended: nothing
@@ -78,5 +86,6 @@ def test_after_a_regular_pass_the_timer_renders_at_once_and_freezes_the_heap() -
     w._pass_ended = True
     asyncio.run(w._after_passes())
     assert not w.exporter.jobs.changed and frozen == [1] and not w._pass_ended
+    assert w.exporter.rendered_exposition() == generate_latest(w.exporter.registry)
     asyncio.run(w._after_passes())
     assert frozen == [1]  # once per pass

@@ -322,11 +322,6 @@ class JobCollector(Collector):
                 self._rendered, self._version_rendered = data, version
         return data
 
-    def last_rendered(self) -> bytes:
-        """The text `render_bytes` last gave, however jobs changed since (rendered now if never before)."""
-        data = self._rendered
-        return data if data is not None else self.render_bytes()
-
     def job_ids(self) -> list[str]:
         with self._lock:
             return sorted(self._jobs)
@@ -375,6 +370,7 @@ class JobExporter:
         # `exposition` renders it with `generate_latest` (a few dozen samples) behind the jobs' text.
         self.pipeline = CollectorRegistry(auto_describe=True)
         self._server: MetricsServer | None = None
+        self._snapshot: tuple[bytes, bytes] | None = None  # (per-job text, pipeline text): `refresh_exposition`
 
     # per-job
     def update(self, metrics: JobMetrics, verdict: Verdict | None = None) -> None:
@@ -391,25 +387,32 @@ class JobExporter:
         return self.jobs.render_bytes() + generate_latest(self.pipeline)
 
     def rendered_exposition(self) -> bytes:
-        """`exposition` with the per-job part as last rendered (`refresh_jobs_text`), not as it is now:
-        what the worker serves, so that a scrape does no work per series (see `serve`)."""
-        return self.jobs.last_rendered() + generate_latest(self.pipeline)
+        """`exposition` as of the last `refresh_exposition` (taken now if never before): what the worker
+        serves, so that a scrape does no work per series (see `serve`). The per-job and the pipeline
+        series are of the same moment, as in `exposition` (a job's series are gone once the counter of
+        its expiry counts it; `rlhealth_jobs_owned` counts the jobs exported)."""
+        snap = self._snapshot
+        if snap is None:
+            self.refresh_exposition()
+            snap = self._snapshot
+            assert snap is not None
+        return snap[0] + snap[1]
 
-    def refresh_jobs_text(self) -> bool:
-        """Render the per-job text for the next scrapes if a job changed; returns whether it did."""
-        if not self.jobs.changed:
-            return False
-        self.jobs.render_bytes()
-        return True
+    def refresh_exposition(self) -> bool:
+        """Take the snapshot `rendered_exposition` serves; returns whether the per-job text was rendered
+        again (a job changed since the last time)."""
+        changed = self.jobs.changed
+        self._snapshot = (self.jobs.render_bytes(), generate_latest(self.pipeline))
+        return changed
 
     def serve(self, port: int, addr: str = "127.0.0.1", *, rendered: bool = False) -> int:
         """Serve `exposition` on any path in daemon threads; returns the bound port (useful with port 0).
 
-        `rendered`: serve `rendered_exposition`, the per-job part as the owner last rendered it
-        (`refresh_jobs_text`). The worker does so after each judging pass, on its event loop: joining
-        and encoding 340k series (22 MB) took ~0.1 s of CPU per scrape in the scrape's thread, which
+        `rendered`: serve `rendered_exposition`, the snapshot the owner last took (`refresh_exposition`).
+        The worker takes it on its event loop, about every second between judging passes: joining and
+        encoding 340k series (22 MB) took ~0.1 s of CPU per scrape in the scrape's thread, which
         competed for the GIL with the judging, and 10% of the worker's CPU with a scrape every 3 s
-        (bench/scale.py at 10,000 jobs, BENCHMARKS.md session 10). The pipeline series stay current."""
+        (bench/scale.py at 10,000 jobs, BENCHMARKS.md session 10)."""
         self._server = MetricsServer(self.rendered_exposition if rendered else self.exposition, port, addr)
         return self._server.port
 

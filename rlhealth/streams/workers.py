@@ -89,11 +89,11 @@ EXIT_AGENT_DIED = 70
 # Kinds that can change a call on their own: judged within `fast_tick_secs`, not at the next tick.
 URGENT_KINDS = frozenset({"job_state", "job_spec", "job_ended"})
 PROBE_SECS = 0.5  # the event-loop probe's interval
-# The per-job text `/metrics` serves is rendered on the event loop, by a timer this often, after each
-# regular judging pass (then the heap is frozen too) and for what passes of jobs with news changed
-# (`_after_passes`)
+# The snapshot `/metrics` serves is taken on the event loop by a timer this often, between judging
+# passes; after a regular pass the heap is frozen too (`_after_passes`)
 AFTER_PASSES_SECS = 1.0
-# ... the latter at most this share of the loop (~0.1 s per render at 10,000 jobs)
+# ... and the per-job text changed by passes of jobs with news is rendered again at most this share of
+# the loop's time (~0.1 s per render at 10,000 jobs)
 METRICS_TEXT_DUTY = 0.1
 # A probe this late is logged: nothing else ran meanwhile, the group coordinator's heartbeats included
 LOOP_STALL_WARN_SECS = 2.0
@@ -306,7 +306,7 @@ class StreamWorker(JudgingPass):
         app.on_partitions_assigned.connect(self._on_assigned)  # type: ignore[arg-type]
         app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]
         self._probe_at: float | None = None
-        self._metrics_text_next = 0.0  # monotonic time before which `_render_metrics_text` does not render
+        self._metrics_text_next = 0.0  # monotonic time before which `_after_passes` renders no changed jobs
         self._loop_lag_max = 0.0
         self.gc_pauses = GcPauses()  # installed by `run`
 
@@ -698,26 +698,26 @@ class StreamWorker(JudgingPass):
             log.error("evidence flush failed: %r", exc)
 
     async def _after_passes(self) -> None:
-        """Not while a pass judges: after a regular pass ended, render the per-job `/metrics` text and
-        freeze the heap (`HeapFreezer`); else render what passes of jobs with news changed, at most
-        `METRICS_TEXT_DUTY` of the time."""
+        """Not while a pass judges: take the snapshot `/metrics` serves (`Exporter.refresh_exposition`)
+        and, after a regular pass ended, freeze the heap (`HeapFreezer`). When jobs changed (a pass of
+        jobs with news), rendering them again takes at most `METRICS_TEXT_DUTY` of the time."""
         if self._judging.locked():
             return
         if self._pass_ended:
             self._pass_ended = False
-            self.render_metrics_text()
+            self.refresh_metrics()
             if self.heap is not None:
                 self.heap.after_pass()
             return
-        if self.exporter.jobs.changed and time.monotonic() >= self._metrics_text_next:
-            self.render_metrics_text()
+        if self.exporter.jobs.changed and time.monotonic() < self._metrics_text_next:
+            return  # the snapshot stays whole (per-job and pipeline series of one moment) until then
+        self.refresh_metrics()
 
-    def render_metrics_text(self) -> None:
-        """What the next scrapes serve (`Exporter.serve(rendered=True)`), if a job's series changed."""
+    def refresh_metrics(self) -> None:
+        """Take the snapshot the next scrapes serve (`Exporter.serve(rendered=True)`)."""
         started = time.monotonic()
-        self.exporter.refresh_jobs_text()
-        took = time.monotonic() - started
-        self._metrics_text_next = started + took / METRICS_TEXT_DUTY
+        if self.exporter.refresh_exposition():
+            self._metrics_text_next = started + (time.monotonic() - started) / METRICS_TEXT_DUTY
 
     async def _probe_loop(self) -> None:
         now = time.monotonic()
