@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     gc_young_threshold: int = Field(7000, ge=1, description="the worker's young-generation garbage-collector "
                                     "threshold (CPython's default: 700; full collections of a large heap "
                                     "were a third of a judging tick)")
+    gc_thaw_every: int = Field(6, ge=0, description="the worker freezes its heap after each regular judging "
+                               "pass (full collections skip what survived) and thaws and collects it in full "
+                               "every this many passes (rlhealth/streams/heap.py; 0: never freezes)")
     state_cache_jobs: int = Field(3000, ge=0, description="decoded job states the worker keeps after writing "
                                   "them, so the next buffer with the job's events does not decode them again "
                                   "(~27 kB each; 0: none)")

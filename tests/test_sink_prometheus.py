@@ -282,3 +282,48 @@ def test_http_endpoint_serves_generate_latest_plain_or_gzipped() -> None:
             assert gzip.decompress(resp.read()) == generate_latest(exp.registry)
     finally:
         exp.shutdown()
+
+
+def test_rendered_exposition_serves_one_snapshot_until_refreshed() -> None:
+    """The worker serves a snapshot it takes between passes (`serve(rendered=True)`): a scrape does no
+    work per series, and its per-job and pipeline series are of one moment."""
+    exp = Exporter()
+    exp.update(metrics("job-a"))
+    assert exp.refresh_exposition()
+    assert not exp.refresh_exposition()  # no job changed since: the per-job text is not rendered again
+    assert exp.rendered_exposition() == generate_latest(exp.registry)
+    exp.update(metrics("job-b", trainer_last_step=99))
+    exp.events_received.labels("log_batch").inc(3)
+    exp.jobs_owned.set(2)
+    stale = exp.rendered_exposition().decode()
+    assert 'job_id="job-b"' not in stale and "rlhealth_jobs_owned 0.0" in stale  # both as of the snapshot
+    assert "log_batch" not in stale
+    assert exp.exposition() == generate_latest(exp.registry)  # the current text is still at hand
+    assert not exp.refresh_exposition()  # (`exposition` rendered the changed jobs already)
+    assert exp.rendered_exposition() == generate_latest(exp.registry)
+    exp.remove("job-a")
+    exp.jobs_expired.labels("idle").inc()
+    assert exp.jobs.changed  # a removal is a change too
+    assert 'job_id="job-a"' in exp.rendered_exposition().decode()
+    assert exp.refresh_exposition()
+    assert exp.rendered_exposition() == generate_latest(exp.registry)
+    exp.retain(["job-b"])
+    assert not exp.jobs.changed  # nothing dropped
+    exp.retain([])
+    assert exp.refresh_exposition() and exp.rendered_exposition() == generate_latest(exp.registry)
+
+
+def test_rendered_exposition_is_taken_at_the_first_scrape_and_served_over_http() -> None:
+    exp = Exporter()
+    exp.update(metrics("job-a"))
+    assert exp.rendered_exposition() == generate_latest(exp.registry)  # never taken: taken now
+    port = exp.serve(0, rendered=True)
+    try:
+        exp.update(metrics("job-a", trainer_last_step=123))
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+            assert 'rlhealth_job_trainer_last_step{job_id="job-a"} 17.0' in resp.read().decode()
+        exp.refresh_exposition()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+            assert resp.read() == generate_latest(exp.registry)
+    finally:
+        exp.shutdown()

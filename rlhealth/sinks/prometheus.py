@@ -275,6 +275,10 @@ class JobCollector(Collector):
     def __init__(self) -> None:
         self._jobs: dict[str, _Job] = {}
         self._lock = threading.Lock()
+        self._version = 0  # bumped by every change of `_jobs`
+        # `render_bytes` of version `_version_rendered`, kept until it is rendered again
+        self._rendered: bytes | None = None
+        self._version_rendered = -1
 
     def update(self, metrics: JobMetrics, verdict: Verdict | None = None) -> None:
         """Replace a job's snapshot. Without `verdict` the verdict-only series of the job are absent."""
@@ -282,10 +286,13 @@ class JobCollector(Collector):
         job = _Job(rows, render_rows(metrics.job_id, rows))
         with self._lock:
             self._jobs[metrics.job_id] = job
+            self._version += 1
 
     def remove(self, job_id: str) -> bool:
         with self._lock:
-            return self._jobs.pop(job_id, None) is not None
+            gone = self._jobs.pop(job_id, None) is not None
+            self._version += gone
+            return gone
 
     def retain(self, job_ids: Iterable[str]) -> list[str]:
         """Drop every job not in `job_ids`; returns the dropped ids."""
@@ -294,7 +301,26 @@ class JobCollector(Collector):
             dropped = [j for j in self._jobs if j not in keep]
             for j in dropped:
                 del self._jobs[j]
+            self._version += bool(dropped)
         return dropped
+
+    @property
+    def changed(self) -> bool:
+        """Whether a job changed since the text was last rendered (`render_bytes`)."""
+        return self._version != self._version_rendered
+
+    def render_bytes(self) -> bytes:
+        """`render()` in UTF-8, rendered again only when a job changed since the last call."""
+        with self._lock:
+            if self._rendered is not None and self._version_rendered == self._version:
+                return self._rendered
+            version = self._version
+            texts = [job.text for job in self._jobs.values()]
+        data = _join(texts).encode("utf-8")
+        with self._lock:
+            if version >= self._version_rendered:  # a concurrent render of a newer version is kept
+                self._rendered, self._version_rendered = data, version
+        return data
 
     def job_ids(self) -> list[str]:
         with self._lock:
@@ -318,11 +344,16 @@ class JobCollector(Collector):
         """This collector's part of `generate_latest` (text format 0.0.4), byte for byte, from stored text."""
         with self._lock:
             texts = [job.text for job in self._jobs.values()]
-        out: list[str] = []
-        for i, head in enumerate(_HEADERS):
-            out.append(head)
-            out.extend(t[i] for t in texts if t[i])
-        return "".join(out)
+        return _join(texts)
+
+
+def _join(texts: list[tuple[str, ...]]) -> str:
+    """The collector's text from its jobs' lines: each family's header, then its lines of every job."""
+    out: list[str] = []
+    for i, head in enumerate(_HEADERS):
+        out.append(head)
+        out.extend(t[i] for t in texts if t[i])
+    return "".join(out)
 
 
 class JobExporter:
@@ -339,6 +370,7 @@ class JobExporter:
         # `exposition` renders it with `generate_latest` (a few dozen samples) behind the jobs' text.
         self.pipeline = CollectorRegistry(auto_describe=True)
         self._server: MetricsServer | None = None
+        self._snapshot: tuple[bytes, bytes] | None = None  # (per-job text, pipeline text): `refresh_exposition`
 
     # per-job
     def update(self, metrics: JobMetrics, verdict: Verdict | None = None) -> None:
@@ -352,11 +384,36 @@ class JobExporter:
 
     def exposition(self) -> bytes:
         """`generate_latest(self.registry)`, byte for byte, with the per-job part pre-rendered."""
-        return self.jobs.render().encode("utf-8") + generate_latest(self.pipeline)
+        return self.jobs.render_bytes() + generate_latest(self.pipeline)
 
-    def serve(self, port: int, addr: str = "127.0.0.1") -> int:
-        """Serve `exposition` on any path in daemon threads; returns the bound port (useful with port 0)."""
-        self._server = MetricsServer(self.exposition, port, addr)
+    def rendered_exposition(self) -> bytes:
+        """`exposition` as of the last `refresh_exposition` (taken now if never before): what the worker
+        serves, so that a scrape does no work per series (see `serve`). The per-job and the pipeline
+        series are of the same moment, as in `exposition` (a job's series are gone once the counter of
+        its expiry counts it; `rlhealth_jobs_owned` counts the jobs exported)."""
+        snap = self._snapshot
+        if snap is None:
+            self.refresh_exposition()
+            snap = self._snapshot
+            assert snap is not None
+        return snap[0] + snap[1]
+
+    def refresh_exposition(self) -> bool:
+        """Take the snapshot `rendered_exposition` serves; returns whether the per-job text was rendered
+        again (a job changed since the last time)."""
+        changed = self.jobs.changed
+        self._snapshot = (self.jobs.render_bytes(), generate_latest(self.pipeline))
+        return changed
+
+    def serve(self, port: int, addr: str = "127.0.0.1", *, rendered: bool = False) -> int:
+        """Serve `exposition` on any path in daemon threads; returns the bound port (useful with port 0).
+
+        `rendered`: serve `rendered_exposition`, the snapshot the owner last took (`refresh_exposition`).
+        The worker takes it on its event loop, about every second between judging passes: joining and
+        encoding 340k series (22 MB) took ~0.1 s of CPU per scrape in the scrape's thread, which
+        competed for the GIL with the judging, and 10% of the worker's CPU with a scrape every 3 s
+        (bench/scale.py at 10,000 jobs, BENCHMARKS.md session 10)."""
+        self._server = MetricsServer(self.rendered_exposition if rendered else self.exposition, port, addr)
         return self._server.port
 
     def shutdown(self) -> None:

@@ -143,6 +143,7 @@ class JudgingPass:
     _wait_parts: dict[str, float]  # ... by what was awaited (`_waiting`)
     _busy: float  # of the last pass, seconds spent judging
     _judge_all_max: float  # the longest regular pass so far (wall seconds)
+    _pass_ended: bool = False  # a regular pass ended since `_after_passes` last ran
 
     # the worker's own (intake and rebalance)
     def _load(self, key: bytes, job_id: str, *, take: bool = False) -> Any:
@@ -225,6 +226,10 @@ class JudgingPass:
         self.exporter.state_cache_misses.set(self._decoded.misses)
         self.exporter.retain(exported)
         self.exporter.jobs_owned.set(len(exported))
+        # The `/metrics` text and the heap freeze follow on the worker's 1 s timer (`_after_passes`), not
+        # here: the pass's last books are being handed to the changelog now, and a collection holding
+        # the GIL at this point only delayed that (a SIGKILL then lost a book a scrape had seen counted).
+        self._pass_ended = True
         return published
 
     async def _judge(self, keys: list[bytes]) -> tuple[list[str], int]:

@@ -75,6 +75,7 @@ from rlhealth.streams.app import DEFAULT_APP_ID, group_id, make_app
 from rlhealth.streams.batch_intake import BatchIntake, install_batch_intake
 from rlhealth.streams.delivery import Stall, await_batches, track_topics
 from rlhealth.streams.fetch_wait import install_fetch_wait
+from rlhealth.streams.heap import HeapFreezer
 from rlhealth.streams.intake import RawBytes, install_lean_delivery
 from rlhealth.streams.judging import JudgingPass, _Fresh
 from rlhealth.streams.pauses import GcPauses
@@ -89,6 +90,12 @@ EXIT_AGENT_DIED = 70
 # Kinds that can change a call on their own: judged within `fast_tick_secs`, not at the next tick.
 URGENT_KINDS = frozenset({"job_state", "job_spec", "job_ended"})
 PROBE_SECS = 0.5  # the event-loop probe's interval
+# The snapshot `/metrics` serves is taken on the event loop by a timer this often, between judging
+# passes; after a regular pass the heap is frozen too (`_after_passes`)
+AFTER_PASSES_SECS = 1.0
+# ... and the per-job text changed by passes of jobs with news is rendered again at most this share of
+# the loop's time (~0.1 s per render at 10,000 jobs)
+METRICS_TEXT_DUTY = 0.1
 # A probe this late is logged: nothing else ran meanwhile, the group coordinator's heartbeats included
 LOOP_STALL_WARN_SECS = 2.0
 
@@ -204,6 +211,8 @@ def _sched_view(state: Any) -> tuple[Any, ...] | None:
 class StreamWorker(JudgingPass):
     """Wires the app, tables, agent, timers, exporter and (optionally) the evidence store."""
 
+    heap: HeapFreezer | None = None  # set by `run`: freezes the heap after regular passes (`_after_passes`)
+
     def __init__(self, settings: WorkerSettings, *, core: Any | None = None, exporter: Exporter | None = None,
                  clock: Callable[[], datetime] | None = None) -> None:
         self.settings = settings
@@ -294,11 +303,13 @@ class StreamWorker(JudgingPass):
         app.timer(self.settings.fast_tick_secs, name="judge_jobs_with_news")(self._fast_tick)
         app.timer(2.0, name="flush_evidence")(self._flush_evidence)
         app.timer(PROBE_SECS, name="probe_event_loop")(self._probe_loop)
+        app.timer(AFTER_PASSES_SECS, name="after_judging_passes")(self._after_passes)
         # faust's signal stubs type receivers as taking `signal=`; faust calls them with the sender and
         # the partitions, as its own documentation shows
         app.on_partitions_assigned.connect(self._on_assigned)  # type: ignore[arg-type]
         app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]
         self._probe_at: float | None = None
+        self._metrics_text_next = 0.0  # monotonic time before which `_after_passes` renders no changed jobs
         self._loop_lag_max = 0.0
         self.gc_pauses = GcPauses()  # installed by `run`
 
@@ -689,6 +700,28 @@ class StreamWorker(JudgingPass):
         except Exception as exc:  # noqa: BLE001 - evidence is best effort; the verdict topic is the contract
             log.error("evidence flush failed: %r", exc)
 
+    async def _after_passes(self) -> None:
+        """Not while a pass judges: take the snapshot `/metrics` serves (`Exporter.refresh_exposition`)
+        and, after a regular pass ended, freeze the heap (`HeapFreezer`). When jobs changed (a pass of
+        jobs with news), rendering them again takes at most `METRICS_TEXT_DUTY` of the time."""
+        if self._judging.locked():
+            return
+        if self._pass_ended:
+            self._pass_ended = False
+            self.refresh_metrics()
+            if self.heap is not None:
+                self.heap.after_pass()
+            return
+        if self.exporter.jobs.changed and time.monotonic() < self._metrics_text_next:
+            return  # the snapshot stays whole (per-job and pipeline series of one moment) until then
+        self.refresh_metrics()
+
+    def refresh_metrics(self) -> None:
+        """Take the snapshot the next scrapes serve (`Exporter.serve(rendered=True)`)."""
+        started = time.monotonic()
+        if self.exporter.refresh_exposition():
+            self._metrics_text_next = started + (time.monotonic() - started) / METRICS_TEXT_DUTY
+
     async def _probe_loop(self) -> None:
         now = time.monotonic()
         if self._probe_at is not None:
@@ -752,9 +785,11 @@ class StreamWorker(JudgingPass):
         """Run until SIGTERM/SIGINT; returns the process exit status."""
         gc.set_threshold(*gc_thresholds())
         self.gc_pauses.install()
+        # only the worker's own process freezes its heap (not the tests' and benches' offline workers)
+        self.heap = HeapFreezer(_settings.load().gc_thaw_every)
         port = None
         if self.settings.metrics_port is not None:
-            port = self.exporter.serve(self.settings.metrics_port, self.settings.metrics_addr)
+            port = self.exporter.serve(self.settings.metrics_port, self.settings.metrics_addr, rendered=True)
             log.info("metrics on http://%s:%d/metrics", self.settings.metrics_addr, port)
         self._declare_changelogs()
         worker = faust.Worker(self.app, loglevel=self.settings.loglevel, quiet=True)
