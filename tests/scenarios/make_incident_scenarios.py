@@ -324,11 +324,94 @@ def build_vllm_slow_startup_client_waiting(root: Path):
                ])
 
 
+# ============================================================== THUDM/slime#1487
+
+
+def build_slime_silent_hang_after_actor_train(root: Path):
+    """slime (Megatron + colocated SGLang, 8x B200, Qwen3-4B): ten rollout/train cycles, then 'Timer actor_train
+    start' and for hours nothing but the engines answering the router's /metrics scrape. No error, no watchdog,
+    no GPU view in the thread: silence alone."""
+    cap = Capture(root, "slime_silent_hang_after_actor_train", 14871)
+    rng = cap.rng
+    now = at("09:52:00")
+    start = at("03:10:00")
+    jid = "slime-qwen3-4b-cp4-tp2-0324"
+    cap.capture_json(jid, "local", "other", now)
+    cap.state_jsonl(state_rows(start + M(1), now - S(25), 300, rng, pods=1, max_retries=0))
+    cap.job_json(jid, model_info("Qwen3-4B", 4.0), ("B200-180GB", 8, 1),
+                 {"num_inference_engines": 8, "engine_tp": 1, "engine_ep": 1, "colocated": True},
+                 rollout=rollout_info(), max_retries=0, enforce_eager=False,
+                 new="first run with context-parallel 4 x tensor-parallel 2 and 40k-token responses")
+    real = excerpt("slime-1487_actor_train_start_then_pings")
+    log = Log()
+    tr, en = "(MegatronTrainRayActor pid=19450) ", "(SGLangEngine pid=17467) "
+
+    def stamp(t: datetime) -> str:
+        return t.strftime("[%Y-%m-%d %H:%M:%S]")
+
+    def pings(t0: datetime, t1: datetime) -> None:
+        t = t0
+        while t < t1:
+            log.add(t, f'{en}{stamp(t)} INFO:     172.17.0.11:{rng.randint(32768, 60999)} - "GET /metrics HTTP/1.1" '
+                       "200 OK [repeated 4x across cluster]")
+            t += S(15)
+
+    # reconstructed cycles 0-8: ~16 min of rollout (decode batches) then ~4 min of actor_train
+    def decode(t0: datetime, t1: datetime) -> None:
+        tt = t0
+        while tt < t1:
+            r = rng.randint(40, 120)
+            log.add(tt, f"{en}{stamp(tt)} Decode batch. #running-req: {r}, #token: {r * rng.randint(4000, 9000)}, token usage: "
+                        f"{0.3 + rng.random() * 0.5:.2f}, cuda graph: True, gen throughput (token/s): {rng.uniform(5200, 9400):.2f}, "
+                        "#queue-req: 0, ")
+            tt += S(20 + rng.random() * 4)
+
+    t = start + M(6)
+    for n in range(9):
+        gen_end = t + M(15 + rng.random() * 2)
+        decode(t, gen_end)
+        log.add(gen_end, f"{tr}{stamp(gen_end)} data.py:212 - rollout {n}: {{'rollout/response_lengths': "
+                         f"{15000 + rng.random() * 5000:.2f}, 'rollout/rewards': {rng.uniform(-0.01, 0.01):.3e}, "
+                         f"'rollout/truncated': {rng.random() * 0.3:.4f}}}")
+        log.add(gen_end, f"{tr}{stamp(gen_end)} data.py:212 - passrate {n}: {{'passrate/pass@1': {0.2 + 0.01 * n:.4f}, "
+                         f"'passrate/pass@8': {0.6 + 0.02 * n:.4f}}}")
+        log.add(gen_end, f"{tr}{stamp(gen_end)} timer.py:24 - Timer actor_train start")
+        pings(gen_end + S(2), gen_end + M(4))
+        t = gen_end + M(4.2)
+    # cycle 9 as the thread shows it: the metrics, 'Timer actor_train start', then only the /metrics scrape
+    t9 = at("06:36:50")
+    decode(t, t9 - S(5))
+    for k, ln in enumerate(real):
+        tk = t9 + S([0, 0, 0, 2, 17, 32][k]) + S(0.001 * k)
+        log.add(tk, rebase(ln, ("2026-03-24", DAY)))
+    pings(at("06:37:37"), now - S(3))
+    cap.write_text("logs/pod_rank0.log", log.render())
+    cap.expect(verdict=["NO-KILL"], status=["WEDGED", "UNKNOWN"], failing=[], must_not_fail=["restarts"], escalate=True,
+               evidence=["(?i)(actor_train|silent|stale|no progress|last)"],
+               why="Suspected silent wedge, escalate (seed §5: 'Default to NO-KILL + escalate on genuine ambiguity'; the project "
+                   "rule: KILL needs two independent evidence families). The poster: 'Training gets stuck indefinitely after "
+                   "the rollout phase completes ... The system shows only SGLang health check pings for hours with no training "
+                   "progress.' The trainer's last line is 'Timer actor_train start' at 06:36:50, 3 h 15 min before the "
+                   "capture against a ~20 min cycle, and the only output since is '\"GET /metrics HTTP/1.1\" 200 OK' every "
+                   "15 s: a scrape answered by an idle engine is neither progress nor a hang signature. No watchdog, no "
+                   "traceback, no worker death, and no GPU poll in the capture, so the stall is one family: hand the "
+                   "supervisor the evidence (and ask for a py-spy dump + GPU poll) rather than kill on silence alone.",
+               sources=[
+                   ("THUDM/slime#1487", "logs/pod_rank0.log: the 'multi_turn 9' / 'passrate 9' / 'Timer actor_train start' "
+                    "trainer lines and the first three SGLang '\"GET /metrics HTTP/1.1\" 200 OK' lines (from the paste in "
+                    "turn 1; the leading '> ' quote marks dropped)",
+                    "date rebased 2026-03-24 -> 2026-11-20 (times kept); the later /metrics lines repeat the pasted line's "
+                    "format with new ports every 15 s; cycles 0-8 (decode batches, rollout/passrate lines), capture.json, "
+                    "job.json (8x B200, Qwen3-4B, colocated, from the issue's config) and state.jsonl are reconstructed"),
+               ])
+
+
 BUILDERS = {
     "skyrl_rollout_allreduce_watchdog": build_skyrl_rollout_allreduce_watchdog,
     "openr1_allgather_watchdog_after_verify_timeout": build_openr1_allgather_watchdog_after_verify_timeout,
     "swift_weight_sync_store_timeout_terminal": build_swift_weight_sync_store_timeout_terminal,
     "vllm_slow_startup_client_waiting": build_vllm_slow_startup_client_waiting,
+    "slime_silent_hang_after_actor_train": build_slime_silent_hang_after_actor_train,
 }
 
 
