@@ -17,6 +17,7 @@ the capture was ever probed.
 
 from __future__ import annotations
 
+import json
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -48,6 +49,24 @@ def rebase(line: str, *pairs: tuple[str, str]) -> str:
     for old, new in pairs:
         line = line.replace(old, new, 1)
     return line
+
+
+GAP_HELD_TIME = ("sources/logfiles.py: untimestamped lines before a file's first timestamp take that timestamp; here the "
+                 "first one is the watchdog at the end, so every step line reads as printed at the hang and Gate A "
+                 "sees fresh progress after the NCCL timeout.")
+GAP_IGNORED_EXC = ("agents/ingest.py _python_exception: an exception Python reported under 'Exception ignored in:' "
+                   "(swallowed) is taken as job-fatal and becomes the root cause.")
+GAP_STALE_ALIVE = ("agents/gate_liveness.py: a trainer silent 10x its cadence with no signature gets job_status ALIVE "
+                   "(A.trainer_stale_no_signature); the verdict (NO-KILL + escalate) is right, the status is not.")
+
+
+def core_gap(cap: Capture, reason: str) -> None:
+    """Mark expected.json with the core decision that keeps the probe from the thread's verdict today: the
+    scenario tests xfail (strict) on it until the core is fixed, and the expectation stays what the thread says."""
+    path = cap.scenario_dir / "expected.json"
+    obj = json.loads(path.read_text(encoding="utf-8"))
+    obj["core_gap"] = reason
+    path.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
 
 
 # ============================================================== NovaSky-AI/SkyRL#24
@@ -120,6 +139,7 @@ def build_skyrl_rollout_allreduce_watchdog(root: Path):
                     "none); every step line, earlier OpenHands line, capture.json, job.json (Qwen3-14B, 1 node) and "
                     "state.jsonl (ray job status 'running') are reconstructed; no GPU polls (the thread gives none)"),
                ])
+    core_gap(cap, GAP_HELD_TIME)
 
 
 # ============================================================== huggingface/open-r1#658
@@ -185,6 +205,7 @@ def build_openr1_allgather_watchdog_after_verify_timeout(root: Path):
                     "gives none; placed just after the last server line); every earlier server request line, metrics dict and "
                     "tqdm line, capture.json, job.json and state.jsonl are reconstructed; no GPU polls (none in the thread)"),
                ])
+    core_gap(cap, GAP_HELD_TIME + " " + GAP_IGNORED_EXC)
 
 
 # ============================================================== huggingface/open-r1#690 + modelscope/ms-swift#4906
@@ -404,6 +425,7 @@ def build_slime_silent_hang_after_actor_train(root: Path):
                     "format with new ports every 15 s; cycles 0-8 (decode batches, rollout/passrate lines), capture.json, "
                     "job.json (8x B200, Qwen3-4B, colocated, from the issue's config) and state.jsonl are reconstructed"),
                ])
+    core_gap(cap, GAP_STALE_ALIVE)
 
 
 BUILDERS = {
