@@ -181,9 +181,9 @@ def build_openr1_allgather_watchdog_after_verify_timeout(root: Path):
         step += 1
         t += S(58 + rng.random() * 6)
     srv.add(at("05:38:52"), rebase(real[0], ("05-16", "11-20")))
-    for k, ln in enumerate(real[1:8]):
+    for k, ln in enumerate(real[1:9]):
         trn.add(at("05:39:03") + S(0.001 * k), ln)
-    for k, ln in enumerate(real[8:11]):
+    for k, ln in enumerate(real[9:12]):
         trn.add(at("06:09:16") + S(0.001 * k), rebase(ln, ("E516", "E1120")))
     cap.write_text("logs/train.log", trn.render())
     cap.write_text("logs/vllm-serve.log", srv.render())
