@@ -20,8 +20,9 @@ from rlhealth.schemas import Verdict
 SCENARIOS = Path(__file__).parent / "scenarios"
 EXCERPTS = SCENARIOS / "real_excerpts"
 
-HELD_TIME = ("core: sources/logfiles.py back-fills untimestamped step lines with the first later timestamp (the "
-             "watchdog's), so the trainer reads as advancing after the NCCL timeout")
+HELD_TIME = ("core: agents/ingest.py times an unstamped step line with its batch's event_time, which "
+             "sources/logfiles.py takes from the batch's last stamped line (the watchdog's), so the trainer reads "
+             "as advancing at the NCCL timeout; ran_ms is not used to bound the last progress")
 IGNORED_EXC = ("core: agents/ingest.py treats an exception printed under 'Exception ignored in:' as job-fatal")
 STALE_ALIVE = ("core: agents/gate_liveness.py gives job_status ALIVE to a trainer silent 10x its cadence "
                "(A.trainer_stale_no_signature)")

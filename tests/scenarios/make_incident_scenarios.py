@@ -51,9 +51,12 @@ def rebase(line: str, *pairs: tuple[str, str]) -> str:
     return line
 
 
-GAP_HELD_TIME = ("sources/logfiles.py: untimestamped lines before a file's first timestamp take that timestamp; here the "
-                 "first one is the watchdog at the end, so every step line reads as printed at the hang and Gate A "
-                 "sees fresh progress after the NCCL timeout.")
+GAP_HELD_TIME = ("agents/ingest.py gives a line with no timestamp of its own (and none earlier in its batch) no_ts = "
+                 "the stream's previous time, else the batch's event_time, which sources/logfiles.py sets to the "
+                 "batch's LAST stamped line (held head batches: the first later stamp). A capture's untimestamped "
+                 "step lines therefore take the time of the NCCL watchdog printed after them, and Gate A reads the "
+                 "trainer as advancing at the hang; the watchdog's own 'ran for N ms' (the rule extracts ran_ms) is "
+                 "not used to bound the last progress.")
 GAP_IGNORED_EXC = ("agents/ingest.py _python_exception: an exception Python reported under 'Exception ignored in:' "
                    "(swallowed) is taken as job-fatal and becomes the root cause.")
 GAP_STALE_ALIVE = ("agents/gate_liveness.py: a trainer silent 10x its cadence with no signature gets job_status ALIVE "
