@@ -16,7 +16,14 @@ SHARED = scenario_dirs(shared_dir() / "scenarios")
 OURS = scenario_dirs(ROOT / "tests" / "scenarios")
 
 
-@pytest.mark.parametrize("scenario", SHARED + OURS, ids=[p.name for p in SHARED + OURS])
+def _param(p: Path):
+    """A scenario whose expected.json names a `core_gap` keeps the thread's verdict as its expectation and xfails
+    (strict) on that gap until the core decision named there is fixed."""
+    gap = load_expected(p).get("core_gap")
+    return pytest.param(p, id=p.name, marks=[pytest.mark.xfail(strict=True, reason=gap)] if gap else [])
+
+
+@pytest.mark.parametrize("scenario", [_param(p) for p in SHARED + OURS])
 def test_scenario_verdict(scenario: Path) -> None:
     result = probe(scenario / "capture", build_core())
     problems = check_expected(result.verdict, load_expected(scenario))
