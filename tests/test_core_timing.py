@@ -69,3 +69,22 @@ def test_a_hang_line_after_the_last_step_needs_only_a_late_trainer(core) -> None
                  f"for 600021 milliseconds before timing out."])
     v = job.judge(77)  # 17 min after the last step: late (> 1.5 x 10 min), not yet stale (20 min)
     assert (v.verdict, v.job_status) == ("KILL", "WEDGED")
+
+
+def test_an_exception_the_unraisable_hook_printed_is_not_a_fatal_traceback(core) -> None:
+    """'Exception ignored in: ...' then a traceback (a finalizer, __del__, a weakref callback raised): Python
+    discarded the exception and the process carried on (huggingface/open-r1#658's math_verify timeout)."""
+    def run(header: list[str]):
+        job = Job(core).spec().states(0, 75, every=1)
+        job.steps(0, 60)
+        job.log(60.5, header + ["Traceback (most recent call last):",
+                                '  File "/usr/lib/python3.12/weakref.py", line 585, in __call__',
+                                '    raise TimeoutError("Operation timed out!")',
+                                "TimeoutError: Operation timed out!"])
+        return job.judge(75)
+
+    swallowed = run(["Exception ignored in: <finalize object at 0x7f7d7b9bc920; dead>"])
+    assert "A.fatal_traceback_no_progress" not in swallowed.gates.A.codes
+    assert "A.fatal_traceback" not in swallowed.gates.A.codes
+    raised = run([])  # the same traceback, raised: the job's own death
+    assert raised.gates.A.codes[0] in ("A.fatal_traceback_no_progress", "A.fatal_traceback")

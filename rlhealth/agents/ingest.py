@@ -68,6 +68,9 @@ def lines_before_match(rule: Rule) -> int:
 _FATAL_CONTEXT_RE = re.compile(r"Error executing job|RayTaskError|Traceback \(most recent call last\)|"
                                r"Fatal Python error")
 _FATAL_CONTEXT_LINES = 60  # how far before an exception line its traceback's header may be
+# Python's unraisable-exception hook (a finalizer, __del__, a weakref callback) prints this line, then the
+# traceback, and carries on: the exception was discarded, so its traceback says nothing about the job dying
+_UNRAISABLE_RE = re.compile(r"^\s*Exception ignored (?:in|on|while)\b")
 
 
 def stream_key(event) -> str:
@@ -468,6 +471,23 @@ def _rank_progress(state: JobHealth, f: dict, text: str, ts: float | None) -> No
         state.rank_last_completed[rank] = (seq, ts)
 
 
+def _newest_fatal_context(context: list[str]) -> int | None:
+    """Index in `context` of the newest traceback header (or other fatal context) within reach, if any."""
+    for i in range(len(context) - 1, max(-1, len(context) - 1 - _FATAL_CONTEXT_LINES), -1):
+        if _FATAL_CONTEXT_RE.search(context[i]):
+            return i
+    return None
+
+
+def _unraisable(context: list[str], header: int) -> bool:
+    """Is the traceback header at `header` one the unraisable hook printed (the non-blank line before it
+    says 'Exception ignored in: ...')?"""
+    for i in range(header - 1, max(-1, header - 3), -1):
+        if context[i].strip():
+            return bool(_UNRAISABLE_RE.search(context[i]))
+    return False
+
+
 def _python_exception(state: JobHealth, m: LineMatch, role: str, ts: float | None, ev: Ev, attempt: int | None,
                       lines: list[str], key: str, tally: SignalTally) -> None:
     f = m.fields
@@ -479,8 +499,9 @@ def _python_exception(state: JobHealth, m: LineMatch, role: str, ts: float | Non
         return
     start = max(0, m.index - _TB_LOOKBACK)
     context = [strip_ansi(x) for x in lines[start: m.index]]
-    fatal_context = any(_FATAL_CONTEXT_RE.search(x) for x in context[-_FATAL_CONTEXT_LINES:])
-    if not fatal_context:
+    header = _newest_fatal_context(context)
+    fatal_context = header is not None and not _unraisable(context, header)
+    if header is None:
         st = state.streams.get(key)
         carried = st.fatal_context_ago if st is not None else None
         fatal_context = carried is not None and carried + m.index <= _FATAL_CONTEXT_LINES
