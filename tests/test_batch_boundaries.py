@@ -14,7 +14,7 @@ from rlhealth.agents import roles
 from rlhealth.embedded import probe
 from rlhealth.runtime import build_core
 from tests.corekit import Job, at, loguru_ts
-from tests.scenario_support import ROOT, scenario_dirs, shared_dir
+from tests.scenario_support import ROOT, gap_param, scenario_dirs, shared_dir
 
 SCENARIOS = scenario_dirs(shared_dir() / "scenarios") + scenario_dirs(ROOT / "tests" / "scenarios")
 
@@ -28,7 +28,8 @@ def _call(capture: Path, batch_lines: int) -> tuple:
             tuple((k, getattr(v.gates, k).status, tuple(getattr(v.gates, k).codes)) for k in "ABC"), failures)
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=[p.name for p in SCENARIOS])
+@pytest.mark.parametrize("scenario", [gap_param(p, "batch_boundaries") for p in SCENARIOS],
+                         ids=[p.name for p in SCENARIOS])
 def test_small_batches_give_the_probe_s_verdict_and_codes(scenario: Path) -> None:
     whole = _call(scenario / "capture", 2000)
     assert _call(scenario / "capture", 7) == whole

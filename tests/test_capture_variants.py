@@ -24,7 +24,7 @@ import pytest
 from rlhealth.agents.normalize import line_timestamp, peel_prefixes
 from rlhealth.embedded import probe
 from rlhealth.runtime import build_core
-from tests.scenario_support import ROOT, scenario_dirs, shared_dir
+from tests.scenario_support import ROOT, gap_param, scenario_dirs, shared_dir
 
 SCENARIOS = scenario_dirs(shared_dir() / "scenarios") + scenario_dirs(ROOT / "tests" / "scenarios")
 _TEXT_SUFFIXES = (".csv", ".jsonl", ".txt", ".yaml", ".yml", ".log", ".out", ".err")
@@ -136,8 +136,9 @@ def as_captured() -> dict[str, tuple]:
     return {}
 
 
-@pytest.mark.parametrize("transform", TRANSFORMS, ids=[t.__name__ for t in TRANSFORMS])
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=[p.name for p in SCENARIOS])
+@pytest.mark.parametrize(("scenario", "transform"),
+                         [gap_param(sc, f"capture_variants:{t.__name__}", t) for sc in SCENARIOS for t in TRANSFORMS],
+                         ids=[f"{sc.name}-{t.__name__}" for sc in SCENARIOS for t in TRANSFORMS])
 def test_a_capture_taken_another_way_gives_the_same_verdict(scenario: Path, transform, tmp_path: Path,
                                                             as_captured: dict[str, tuple]) -> None:
     if scenario.name not in as_captured:

@@ -20,7 +20,7 @@ from rlhealth.embedded import probe
 from rlhealth.runtime import build_core
 from rlhealth.sources.compressed import decompress_to, rotation_groups, unrotated_name
 from rlhealth.sources.logfiles import describe_log
-from tests.scenario_support import ROOT, scenario_dirs, shared_dir
+from tests.scenario_support import ROOT, gap_param, scenario_dirs, shared_dir
 
 
 @pytest.mark.parametrize(("name", "unrotated"), [
@@ -123,7 +123,8 @@ def _rotate_in_thirds(capture: Path) -> None:
         p.write_bytes(b"".join(lines[b:]))
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=[p.name for p in SCENARIOS])
+@pytest.mark.parametrize("scenario", [gap_param(p, "rotated_logs") for p in SCENARIOS],
+                         ids=[p.name for p in SCENARIOS])
 def test_rotated_and_compressed_logs_give_the_same_verdict_and_codes(scenario: Path, tmp_path: Path) -> None:
     rotated = tmp_path / "capture"
     shutil.copytree(scenario / "capture", rotated)
@@ -139,7 +140,8 @@ def test_log_reading_workers_read_rotated_groups_too(tmp_path: Path) -> None:
     assert _call(rotated, workers=2) == _call(scenario / "capture")
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=[p.name for p in SCENARIOS])
+@pytest.mark.parametrize("scenario", [gap_param(p, "rotated_logs") for p in SCENARIOS],
+                         ids=[p.name for p in SCENARIOS])
 def test_watch_reads_rotated_logs_as_the_probe_does(scenario: Path, tmp_path: Path) -> None:
     """`watch --clock capture` on a rotated capture: its first poll reads each log's rotations oldest first,
     with the time carried across, and judges as the probe does."""
