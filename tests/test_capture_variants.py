@@ -39,20 +39,22 @@ def _text_files(capture: Path) -> Iterator[Path]:
 
 
 def _prefix_stamps(capture: Path, prefix: Callable[[datetime], str]) -> None:
-    """Every line of every log gets the time it was written (its own stamp, else the latest before it,
-    else the file's first), the way the kubelet records it."""
+    """Every line of every log gets the time it was written (its own stamp, else the latest before it), the
+    way the kubelet records it. Lines before a log's first stamp keep no prefix: nothing in the capture says
+    when they were written, and giving them the first stamp would claim they were all written at that
+    instant (a trainer's unstamped steps would then read as fresh at the crash that follows them)."""
     captured_at = datetime.fromisoformat(orjson.loads((capture / "capture.json").read_bytes())["captured_at"]
                                          .replace("Z", "+00:00"))
     for p in _logs(capture):
         raw = p.read_bytes().split(b"\n")
         times = [line_timestamp(r.decode("utf-8", "replace"), captured_at) for r in raw]
-        current = next((t for t in times if t is not None), None)
-        if current is None:
+        if all(t is None for t in times):
             continue  # nothing says when its lines were written
         out = []
+        current = None
         for r, t in zip(raw, times):
             current = t or current
-            out.append(prefix(current.astimezone(UTC)).encode() + r if r else r)
+            out.append(prefix(current.astimezone(UTC)).encode() + r if r and current is not None else r)
         p.write_bytes(b"\n".join(out))
 
 

@@ -88,3 +88,24 @@ def test_an_exception_the_unraisable_hook_printed_is_not_a_fatal_traceback(core)
     assert "A.fatal_traceback" not in swallowed.gates.A.codes
     raised = run([])  # the same traceback, raised: the job's own death
     assert raised.gates.A.codes[0] in ("A.fatal_traceback_no_progress", "A.fatal_traceback")
+
+
+@pytest.mark.parametrize("cut", [1, 2, 4])
+def test_an_unraisable_traceback_cut_by_a_batch_boundary_is_still_not_fatal(core, cut: int) -> None:
+    """The 'Exception ignored in:' line and its traceback in different batches (cut after the first line: the
+    hook's line ends a batch; after the second or fourth: the header is carried to the exception line)."""
+    lines = ["Exception ignored in: <finalize object at 0x7f7d7b9bc920; dead>", "Traceback (most recent call last):",
+             '  File "/usr/lib/python3.12/weakref.py", line 585, in __call__',
+             '    raise TimeoutError("Operation timed out!")', "TimeoutError: Operation timed out!"]
+    job = Job(core).spec().states(0, 75, every=1)
+    job.steps(0, 60)
+    job.log(60.5, lines[:cut])
+    job.log(60.6, lines[cut:])
+    v = job.judge(75)
+    assert "A.fatal_traceback_no_progress" not in v.gates.A.codes
+    assert "A.fatal_traceback" not in v.gates.A.codes
+    raised = Job(core).spec().states(0, 75, every=1)  # without the hook's line the same cut is the job's death
+    raised.steps(0, 60)
+    raised.log(60.5, lines[1:max(cut, 2)])
+    raised.log(60.6, lines[max(cut, 2):])
+    assert raised.judge(75).gates.A.codes[0] in ("A.fatal_traceback_no_progress", "A.fatal_traceback")

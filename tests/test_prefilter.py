@@ -13,6 +13,7 @@ import os
 import random
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from unittest import mock
 
 import msgspec
 import pytest
@@ -459,8 +460,8 @@ def test_traceback_frames_far_before_the_exception_line(tmp_path: Path, monkeypa
 
 @pytest.mark.parametrize("batch_lines", [7, 13, 500])
 def test_long_head_without_timestamps(tmp_path: Path, monkeypatch, batch_lines: int) -> None:
-    """More unstamped lines than the reader holds back (MAX_HELD_BATCHES batches): the held batches get the
-    fallback time, and every later batch is read sparsely."""
+    """More unstamped lines than the reader holds back (MAX_HELD_LINES, made small here): the held batches get
+    the fallback time, and every later batch is read sparsely."""
     head = []
     for i in range(300):
         head.append(["loading weights", "Training Step Progress:   3%|▎         | 7/200 [1:02:11<28:33:10, 532.70s/it]",
@@ -471,7 +472,8 @@ def test_long_head_without_timestamps(tmp_path: Path, monkeypatch, batch_lines: 
                                                          "nots.log": "\n".join(head).encode() + b"\n"})
     mtime = (CAPTURED_AT - timedelta(hours=2)).timestamp()
     os.utime(cap / "logs" / "nots.log", (mtime, mtime))
-    dense, lines, emptied = _assert_equivalent(cap, batch_lines, 4096, monkeypatch)
+    with mock.patch("rlhealth.sources.logfiles.MAX_HELD_LINES", 140):  # (_replay undoes monkeypatch)
+        dense, lines, emptied = _assert_equivalent(cap, batch_lines, 4096, monkeypatch)
     assert {"python.exception_line", "python.fatal_error"} <= dense["rule_ids"]
     if batch_lines == 13:
         assert emptied > 0

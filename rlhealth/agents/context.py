@@ -6,6 +6,7 @@ import statistics
 from dataclasses import dataclass
 from datetime import datetime
 
+from rlhealth.agents.progress_time import progress_time
 from rlhealth.agents.recheck import Recheck
 from rlhealth.agents.signals import Catalog
 from rlhealth.agents.state import JobHealth, SignalStat, TracebackRec
@@ -37,6 +38,11 @@ class Context:
     spec: dict
     terminal: bool
     blind: str | None  # why the monitor itself cannot see (shipper silent), if so
+    # the trainer's last progress as the evidence places it (progress_time.py): every decision reads this,
+    # not TrainerState.last_progress_ts
+    progress_ts: float | None = None
+    # (lent time, issue time, ran for s) when a stuck collective moved a lent progress time back
+    progress_bounded: tuple[float, float, float] | None = None
 
     def signals(self, effect: str, attempt: int | None = None,
                 since: float | None = None) -> list[tuple[str, SignalStat]]:
@@ -68,7 +74,8 @@ def build_context(state: JobHealth, now_dt: datetime, table: ThroughputTable, ca
     spec = state.spec or {}
     tr = state.trainer
     cadence, source = cadence_of(state, spec)
-    since = None if tr.last_progress_ts is None else now - tr.last_progress_ts
+    progress = progress_time(state, t)
+    since = None if progress.ts is None else now - progress.ts
     threshold = (max(t.stale_cadence_factor * cadence, cadence + t.stale_cadence_margin_s, t.stale_min_s)
                  if cadence else t.stale_unknown_cadence_s)
     open_phase = None
@@ -94,7 +101,7 @@ def build_context(state: JobHealth, now_dt: datetime, table: ThroughputTable, ca
             continue
         if sc.attempt is not None and tb.attempt is not None and tb.attempt != sc.attempt:
             continue
-        if tr.last_progress_ts is None or tb.ts is None or tr.last_progress_ts < tb.ts + t.fatal_progress_grace_s:
+        if progress.ts is None or tb.ts is None or progress.ts < tb.ts + t.fatal_progress_grace_s:
             fatal_tb = tb
         break
     latest_engine_ts = max((e.last_ts for e in state.engines.values() if e.last_ts is not None), default=None)
@@ -117,7 +124,7 @@ def build_context(state: JobHealth, now_dt: datetime, table: ThroughputTable, ca
     floor = table.floor(active, hardware.get("gpu"))
     return Context(now, state, catalog, t, cadence, source, stale, late or stale, since, threshold, open_phase,
                    sc.attempt, fatal_tb, engines_recent, engines_generating, latest_engine_ts, floor, spec, terminal,
-                   blindness(state, now, t))
+                   blindness(state, now, t), progress.ts, progress.bounded)
 
 
 def cadence_of(state: JobHealth, spec: dict) -> tuple[float | None, str]:

@@ -99,14 +99,14 @@ def gate_a(ctx: Context, restarts: RestartResult) -> GateResult:
 
     hang = ctx.signals("hang", ctx.current_attempt)
     deaths = [(n, s) for n, s in ctx.signals("death", ctx.current_attempt) if n not in _TAIL_EXCLUDED]
-    cutoff = None if tr.last_progress_ts is None else tr.last_progress_ts - t.hang_before_progress_s
+    progress = ctx.progress_ts
+    cutoff = None if progress is None else progress - t.hang_before_progress_s
     hang_recent = [(n, s) for n, s in hang if cutoff is None or (s.last_ts or 0) >= cutoff]
     death_recent = [(n, s) for n, s in deaths if cutoff is None or (s.last_ts or 0) >= cutoff]
 
     spin = collective_spin(ctx) if ctx.trainer_late else None
     # A hang line (or spinning GPUs) after the last step needs the trainer only late, not yet stale.
-    hang_after = [(n, st) for n, st in hang_recent if tr.last_progress_ts is not None
-                  and (st.last_ts or 0.0) > tr.last_progress_ts]
+    hang_after = [(n, st) for n, st in hang_recent if progress is not None and (st.last_ts or 0.0) > progress]
     # Seed §3 B-training: "All-0% with no log advance during training = wedge". Every policy GPU resident at
     # ~0 % for several polls while the trainer is stale is the silent hang's own signature (a collective that
     # died without a watchdog line, a rollout engine put to sleep and never woken).
@@ -125,14 +125,15 @@ def gate_a(ctx: Context, restarts: RestartResult) -> GateResult:
 
     if ctx.trainer_late:
         g.status, g.job_status, g.escalate, g.code = "UNKNOWN", "ALIVE", True, Code.TRAINER_STALE
+        _note_lent_progress(ctx, g)
         g.facts.update(since_s=ctx.trainer_since_s, cadence_s=ctx.cadence_s, cadence_source=ctx.cadence_source)
         g.watch.append(("hang_signature", {}))
-        g.evidence.append(Ev(tr.last_progress_ts, tr.last_progress_source or "trainer",
+        g.evidence.append(Ev(progress, tr.last_progress_source or "trainer",
                              f"trainer last progress: {tr.last_progress_text[:300]}"))
         return g
 
     g.status, g.job_status = "PASS", "ALIVE"
-    if tr.last_progress_ts is None:
+    if progress is None:
         newest_line = max((s.last_ts for s in state.streams.values() if s.last_ts is not None), default=None)
         if newest_line is None or now - newest_line > t.logs_not_fresh_s:
             g.status, g.escalate, g.code = "UNKNOWN", True, Code.LOGS_STALE
@@ -155,7 +156,7 @@ def gate_a(ctx: Context, restarts: RestartResult) -> GateResult:
         names = sorted({ctx.catalog.label(n) for n, _ in hang + deaths})
         g.facts["earlier"] = names
         g.watch.append(("recurrence", {"names": names}))
-    g.evidence.append(Ev(tr.last_progress_ts, tr.last_progress_source or "trainer",
+    g.evidence.append(Ev(progress, tr.last_progress_source or "trainer",
                          f"trainer step progress {age(ctx.trainer_since_s or 0)} ago: {tr.last_progress_text[:300]}"))
     g.watch.append(("trainer_silence", {"threshold_s": ctx.stale_threshold_s}))
     return g
@@ -182,7 +183,7 @@ def _crash_after_step(ctx: Context) -> list[tuple[str, SignalStat]]:
     closing its workers, NCCL / TCPStore peers gone). Real crashes often leave only these (a SIGKILLed rank
     prints nothing; its peers print the fallout), and a stale trainer after one is a death, not a quiet phase.
     Cause-bearing lines (OOM, hardware) first, so they lead the culprit."""
-    last = ctx.state.trainer.last_progress_ts
+    last = ctx.progress_ts
     if last is None:
         return []
     out: list[tuple[str, SignalStat]] = []
@@ -199,6 +200,13 @@ def _crash_after_step(ctx: Context) -> list[tuple[str, SignalStat]]:
                 continue  # NVSwitch SXids are mostly non-fatal link notes; Gate B weighs them
             out.append((name, stat))
     return out
+
+
+def _note_lent_progress(ctx: Context, g: GateResult) -> None:
+    """Say why the trainer's last progress is older than its line's time (progress_time.py)."""
+    if ctx.progress_bounded is not None:
+        lent, issued, ran_s = ctx.progress_bounded
+        g.add(Code.PROGRESS_BEFORE_STUCK, None, lent_ts=lent, issued_ts=issued, ran_s=ran_s)
 
 
 def _wedged(ctx: Context, g: GateResult, hang: list[tuple[str, SignalStat]],
@@ -226,6 +234,7 @@ def _wedged(ctx: Context, g: GateResult, hang: list[tuple[str, SignalStat]],
         for _, s in after[:2]:
             g.evidence.extend(s.evidence[:2])
     g.add(Code.TRAINER_FROZEN, "progress_stall", since_s=ctx.trainer_since_s)
+    _note_lent_progress(ctx, g)
     idle_hosts, idle_ev = policy_gpus_idle(ctx)
     if idle_hosts:
         g.add(Code.POLICY_GPUS_IDLE, "gpu_poll", hosts=idle_hosts)
@@ -234,7 +243,7 @@ def _wedged(ctx: Context, g: GateResult, hang: list[tuple[str, SignalStat]],
         g.add(Code.GPU_SPIN, "gpu_poll", **spin)
         g.facts["spin"] = spin
         g.evidence.extend(spin_evidence(ctx, spin))
-    g.evidence.append(Ev(tr.last_progress_ts, tr.last_progress_source or "trainer",
+    g.evidence.append(Ev(ctx.progress_ts, tr.last_progress_source or "trainer",
                          f"trainer last progress {age(ctx.trainer_since_s or 0)} before now (stale, "
                          f"cadence ~{age(ctx.cadence_s or 0)}): {tr.last_progress_text[:300]}"))
     if hang or deaths:
@@ -274,7 +283,7 @@ def _failing_tail(ctx: Context, lines: list[tuple[str, SignalStat]]) -> GateResu
         stream_last = stream.last_ts if stream is not None and stream.last_ts is not None else tail_ts
         if stream_last > tail_ts + grace:
             continue  # the stream kept printing after its last fault line
-        progress = state.trainer.last_progress_ts
+        progress = ctx.progress_ts
         if progress is not None and progress > tail_ts + grace:
             continue  # the trainer stepped after it: a side process died, the job did not
         quiet = now - max(stream_last, tail_ts)
@@ -415,8 +424,8 @@ def freshness_facts(ctx: Context) -> dict:
     state, now = ctx.state, ctx.now
     tr = state.trainer
     out: dict = {"roles": {}}
-    if tr.last_progress_ts is not None:
-        out.update(trainer_s=now - tr.last_progress_ts, step=tr.last_step, cadence_s=ctx.cadence_s)
+    if ctx.progress_ts is not None:
+        out.update(trainer_s=now - ctx.progress_ts, step=tr.last_step, cadence_s=ctx.cadence_s)
     for role in (roles.ENGINE, roles.ROLLOUT, roles.RAY):
         ts = state.role_last_ts.get(role)
         if ts is not None:

@@ -133,7 +133,7 @@ def _hardware(ctx: Context, g: GateResult) -> bool:
     # drain when the run allows, not evidence that this run is dead.
     hw_ts = max([s.last_ts or 0.0 for _, s in lines] + [x[0] for x in state.xids if node and x[2] == node[1]],
                 default=0.0)
-    progress = state.trainer.last_progress_ts
+    progress = ctx.progress_ts
     if not lost_polls and hw_ts and progress is not None and progress > hw_ts + ctx.t.hardware_trained_through_s:
         g.status, g.escalate = "UNKNOWN", True
         g.facts["trained_through_s"] = progress - hw_ts
@@ -143,7 +143,6 @@ def _hardware(ctx: Context, g: GateResult) -> bool:
 def collective_spin(ctx: Context) -> dict | None:
     """Policy GPUs pinned near 100 % util at near-idle power across polls while no step completes."""
     state, t = ctx.state, ctx.t
-    tr = state.trainer
     hosts: list[str] = []
     first: float | None = None
     last: float | None = None
@@ -161,7 +160,7 @@ def collective_spin(ctx: Context) -> dict | None:
         powers.extend(r[4] for r in gh.polls[-1][1] if r[4] is not None)
     if not hosts or first is None or last is None or last - first < t.spin_min_s or not utils or not powers:
         return None
-    if tr.last_progress_ts is not None and tr.last_progress_ts >= first:
+    if ctx.progress_ts is not None and ctx.progress_ts >= first:
         return None  # a step completed while they read this way: real work at low clocks, not a spin
     return {"hosts": hosts, "util": statistics.median(utils), "power_w": statistics.median(powers),
             "span_s": last - first, "no_step": True}
@@ -229,7 +228,7 @@ def _all_engines_dead(ctx: Context, deaths: list[tuple[str, SignalStat]]) -> Gat
     stream = state.streams.get(stat.stream)
     if stream is not None and stream.last_ts is not None and stream.last_ts > death_ts + _AFTER_DEATH_GRACE_S:
         return None  # the dying stream kept logging (a restart, a drain): not a dead rollout side
-    progress = state.trainer.last_progress_ts
+    progress = ctx.progress_ts
     if progress is not None and progress > death_ts + _AFTER_DEATH_GRACE_S:
         return None  # training went on: the engines are not what it waits for
     engines = sorted(state.engines)

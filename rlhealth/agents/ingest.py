@@ -14,7 +14,7 @@ from datetime import datetime
 from rlhealth.agents import roles
 from rlhealth.agents.failures import BENIGN_EXCEPTIONS, failure_class_of, is_consequence
 from rlhealth.agents.findings import Finding
-from rlhealth.agents.fold_common import as_int, clip, epoch, touch_role
+from rlhealth.agents.fold_common import as_int, clip, epoch, to_float, touch_role
 from rlhealth.agents.fold_engines import engine_config, engine_stats, fold_engine_rows
 from rlhealth.agents.fold_trainer import LatestProgress, fold_progress, trainer_progress
 from rlhealth.agents.normalize import (
@@ -70,7 +70,8 @@ _FATAL_CONTEXT_RE = re.compile(r"Error executing job|RayTaskError|Traceback \(mo
 _FATAL_CONTEXT_LINES = 60  # how far before an exception line its traceback's header may be
 # Python's unraisable-exception hook (a finalizer, __del__, a weakref callback) prints this line, then the
 # traceback, and carries on: the exception was discarded, so its traceback says nothing about the job dying
-_UNRAISABLE_RE = re.compile(r"^\s*Exception ignored (?:in|on|while)\b")
+# (the python.unraisable rule's pattern, which the batch loop reads: both must say the same)
+_UNRAISABLE_RE = re.compile(r"(?:^|[])] |\]: |[0-9]Z |(?:stdout|stderr) [FP] ) *Exception ignored (?:in|on|while)[: ]")
 
 
 def stream_key(event) -> str:
@@ -169,6 +170,9 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
 
     batch_ts = epoch(batch.event_time)
     prev_stream_ts = st.last_ts
+    # Until a line of the stream shows its own time, every time its lines get is lent from later (see
+    # StreamState.stamped)
+    head = not st.stamped
     # Freshness of the stream: the newest timestamp among the last few lines. Shipper-parsed
     # times (`batch.ts`, which a replay also rebases) win over the text.
     last_ts = None
@@ -185,6 +189,8 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
                 break
     if last_ts is None:
         last_ts = batch_ts
+    elif head:
+        st.stamped = True
     if last_ts is not None and (st.last_ts is None or last_ts > st.last_ts):
         st.last_ts = last_ts
 
@@ -204,6 +210,9 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     offsets = batch.offsets
     stream = batch.source.stream
     newest_context = -1
+    context_void = False  # the newest context line is a traceback header the unraisable hook printed
+    # index of the newest "Exception ignored" line (-1: the previous batch's last line)
+    newest_unraisable = -1 if st.unraisable_at_end else -2
     # engine-stats lines (most matched lines of dense logs) are folded here, without _apply_match's
     # dispatch and with their engine's identity memoised per batch: what engine_stats does for them
     engines = state.engines
@@ -348,6 +357,7 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
             offset = ev.offset
             if index > newest_context and _FATAL_CONTEXT_RE.search(text):
                 newest_context = index
+                context_void = newest_unraisable == index - 1
             findings.append(Finding(
                 kind=m.rule.kind, rule_id=m.rule.id, text=ev.text, event_time=dt, source=key,
                 severity=m.rule.severity, gates=m.rule.gates, fields=dict(m.fields),
@@ -356,21 +366,44 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
                 ref={"file": batch.source.stream, "file_offset": offset, "batch_index": m.index,
                      "line_no": (batch.first_line_no + m.index) if batch.first_line_no is not None else None},
             ))
+        elif rule.signal == "python_unraisable":
+            newest_unraisable = index
     if rows_ts:
         fold_engine_rows(state, rows_eng, rows_ts, rows_f)
     if prog_k:
         fold_progress(state, prog_sig, prog_f, prog_ts, prog_k, make_ev, latest)
+    if head:
+        if latest.k >= 0:
+            state.trainer.last_progress_bound = _lent_time(matches[latest.k].index, explicit_ts, memo, walked)
+        if not st.stamped and (explicit_ts is not None and any(t is not None for t in explicit_ts)
+                               or any(dt is not None for dt in memo.values())):
+            st.stamped = True
+    elif latest.k >= 0:
+        state.trainer.last_progress_bound = False
     latest.apply(state.trainer, make_ev)
     tally.flush(state)
     # Carry the traceback context over the batch boundary (matched lines only, so a reader that
     # decodes only matches and their look-back carries the same).
-    ago = len(lines) - newest_context if newest_context >= 0 else (
+    # A header the unraisable hook printed is not carried: its exception was discarded.
+    ago = (None if context_void else len(lines) - newest_context) if newest_context >= 0 else (
         None if st.fatal_context_ago is None else st.fatal_context_ago + len(lines))
     st.fatal_context_ago = ago if ago is not None and ago <= _FATAL_CONTEXT_LINES else None
+    st.unraisable_at_end = newest_unraisable == len(lines) - 1
     return findings
 
 
 _NO_TS = object()
+
+
+def _lent_time(index: int, explicit_ts: list | None, memo: dict, walked: dict) -> bool:
+    """In a stream not stamped before this batch: did line `index` get its time from no line at or before
+    it (the batch's or the stream's time, i.e. a later stamp's)?"""
+    if explicit_ts is not None and explicit_ts[index] is not None:
+        return False
+    if memo.get(index) is not None:
+        return False
+    w = walked.get(index)
+    return w is None or w[0] is None
 
 
 def _line_time(lines: list[str], index: int, now: datetime, memo: dict,
@@ -440,6 +473,7 @@ def _apply_match(state: JobHealth, m: LineMatch, rest: str, prefixes, role: str,
             push_capped(state.xids, (ts, batch.source.host or key, code, ev.text), MAX_TRACEBACKS)
     elif effect == "hang":
         _rank_progress(state, f, m.text, ts)
+        _collective_stuck(state, f, ts, attempt)
         if ts is not None and (key in state.hang_streams or len(state.hang_streams) < MAX_RANKS):
             state.hang_streams[key] = max(ts, state.hang_streams.get(key, ts))
     if sig == "python_exception":
@@ -471,6 +505,18 @@ def _rank_progress(state: JobHealth, f: dict, text: str, ts: float | None) -> No
         state.rank_last_completed[rank] = (seq, ts)
 
 
+def _collective_stuck(state: JobHealth, f: dict, ts: float | None, attempt: int | None) -> None:
+    """A hang line that says how long its collective ran ("ran for N milliseconds", field `ran_ms`)
+    dates when it was issued; the newest such line is kept (progress_time.py reads it)."""
+    ran_ms = to_float(f.get("ran_ms"))
+    if ts is None or ran_ms is None or not ran_ms > 0:
+        return
+    issued = ts - ran_ms / 1000.0
+    cur = state.collective_stuck
+    if cur is None or ts > cur[0] or (ts == cur[0] and issued < cur[1]):
+        state.collective_stuck = (ts, issued, attempt)
+
+
 def _newest_fatal_context(context: list[str]) -> int | None:
     """Index in `context` of the newest traceback header (or other fatal context) within reach, if any."""
     for i in range(len(context) - 1, max(-1, len(context) - 1 - _FATAL_CONTEXT_LINES), -1):
@@ -479,13 +525,12 @@ def _newest_fatal_context(context: list[str]) -> int | None:
     return None
 
 
-def _unraisable(context: list[str], header: int) -> bool:
-    """Is the traceback header at `header` one the unraisable hook printed (the non-blank line before it
-    says 'Exception ignored in: ...')?"""
-    for i in range(header - 1, max(-1, header - 3), -1):
-        if context[i].strip():
-            return bool(_UNRAISABLE_RE.search(context[i]))
-    return False
+def _unraisable(context: list[str], header: int, carried: bool) -> bool:
+    """Is the traceback header at `header` one the unraisable hook printed (the line right before it says
+    'Exception ignored in: ...'; `carried`: the previous batch ended with that line, `header` is the first)?"""
+    if header == 0:
+        return carried
+    return bool(_UNRAISABLE_RE.search(context[header - 1]))
 
 
 def _python_exception(state: JobHealth, m: LineMatch, role: str, ts: float | None, ev: Ev, attempt: int | None,
@@ -500,9 +545,10 @@ def _python_exception(state: JobHealth, m: LineMatch, role: str, ts: float | Non
     start = max(0, m.index - _TB_LOOKBACK)
     context = [strip_ansi(x) for x in lines[start: m.index]]
     header = _newest_fatal_context(context)
-    fatal_context = header is not None and not _unraisable(context, header)
+    st = state.streams.get(key)
+    fatal_context = header is not None and not _unraisable(context, header, start == 0 and st is not None
+                                                              and st.unraisable_at_end)
     if header is None:
-        st = state.streams.get(key)
         carried = st.fatal_context_ago if st is not None else None
         fatal_context = carried is not None and carried + m.index <= _FATAL_CONTEXT_LINES
     fatal = role in (roles.TRAINER, roles.OTHER) and fatal_context

@@ -41,6 +41,8 @@ class Code(StrEnum):
     NO_PROGRESS_ACROSS_RESTARTS = "A.no_progress_across_restarts"
     FATAL_TB_LINE = "A.fatal_traceback"
     GPU_SPIN = "A.gpus_spinning"
+    # context: the last progress line's time was lent by a later line and a stuck collective predates it
+    PROGRESS_BEFORE_STUCK = "A.progress_time_before_stuck_collective"
     # Gate B: resources
     B_TERMINAL = "B.terminal_historical"
     OOM = "B.training_oom"

@@ -163,6 +163,8 @@ def gate_summary(g: GateResult) -> str:
                 parts.append(f"policy rank GPUs at 0 % util with memory resident ({', '.join(r.facts['hosts'][:2])})")
             if r.code == Code.GPU_SPIN:
                 parts.append(_spin(r.facts))
+            if r.code == Code.PROGRESS_BEFORE_STUCK:
+                parts.append(_lent_progress(r.facts))
         dec = (" Colocated-engine deception: engines keep generating and the state poll reads running, but the policy "
                "mesh is hung." if f.get("deception") and g.cause in ("nccl_hang", "nccl_hang_ep", "ray_death") else "")
         return f"WEDGED: {_poll(f)}; " + "; ".join(parts) + "." + dec + _culprit(g)
@@ -175,8 +177,9 @@ def gate_summary(g: GateResult) -> str:
                 f"stream for {age(f['quiet_s'])} (beyond {age(f['needed_s'])}: the failing tail){extra}."
                 + ("" if g.status == "FAIL" else " No scheduler view says the job is still running.") + _culprit(g))
     if c == Code.TRAINER_STALE:
+        lent = "".join(f"; {_lent_progress(r.facts)}" for r in g.reasons if r.code == Code.PROGRESS_BEFORE_STUCK)
         return (f"{_poll(f)}; trainer silent for {age(f['since_s'])} (cadence ~{age(f['cadence_s'])}, "
-                f"{f['cadence_source']}) with no hang signature yet")
+                f"{f['cadence_source']}) with no hang signature yet{lent}")
     if c == Code.LOGS_STALE:
         return f"{_poll(f)}; no trainer progress lines recognised and logs are not fresh"
     if c == Code.NO_PROGRESS_FORMAT:
@@ -288,6 +291,16 @@ def gate_summary(g: GateResult) -> str:
     return str(c)
 
 
+def _lent_progress(f: dict) -> str:
+    return (f"the last progress line has no time of its own (it only borrows the {_hm(f['lent_ts'])} of a "
+            f"later line) and the stuck collective had been running {age(f['ran_s'])} by its watchdog line, "
+            f"so no step is shown after {_hm(f['issued_ts'])}")
+
+
+def _hm(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%S")
+
+
 def _spin(f: dict) -> str:
     return (f"GPUs on {', '.join(f['hosts'][:2])} pinned at {f['util']:.0f}% utilisation but drawing only "
             f"~{f['power_w']:.0f} W (near-idle power) for {age(f['span_s'])} with no training step")
@@ -301,6 +314,7 @@ _REASON = {
     Code.CRASH_AFTER_STEP: lambda f: " + ".join(f["labels"]) + " after the last step",
     Code.ROLE_SILENT: lambda f: f"{f['role']} silent for {age(f['quiet_s'])} after it",
     Code.TRAINER_FROZEN: lambda f: "trainer progress frozen beyond its cadence",
+    Code.PROGRESS_BEFORE_STUCK: lambda f: "last progress time only lent by a later line, inside a stuck collective",
     Code.POLICY_GPUS_IDLE: lambda f: "policy GPUs idle with memory resident",
     Code.GPU_SPIN: lambda f: "GPUs at full utilisation on idle power",
     Code.PODS_RESTARTING: lambda f: f"pods crash-looping ({f['restarts']} restarts)",

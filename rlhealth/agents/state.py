@@ -66,6 +66,9 @@ class StreamState(msgspec.Struct):
     host: str | None = None
     attempt: int | None = None
     last_ts: float | None = None  # newest line time seen on this stream
+    # A line of this stream carried its own timestamp. Until one does, every time its lines get is
+    # borrowed from a later line (the first stamp after them) or the reader: an upper bound only.
+    stamped: bool = False
     lines: int = 0
     invalid_utf8_lines: int = 0
     truncated_lines: int = 0
@@ -73,6 +76,9 @@ class StreamState(msgspec.Struct):
     # ("Traceback (most recent call last)", RayTaskError, ...), while within the traceback look-back:
     # a traceback cut by a batch boundary keeps its context (None: none that recent).
     fatal_context_ago: int | None = None
+    # The last line of the last batch was Python's "Exception ignored in: ..." (its traceback, in the next
+    # batch, was discarded: not fatal context)
+    unraisable_at_end: bool = False
 
 
 class EngineState(msgspec.Struct):
@@ -117,6 +123,9 @@ class TrainerState(msgspec.Struct):
     last_progress_ts: float | None = None
     last_progress_text: str = ""
     last_progress_source: str = ""
+    # The newest progress line had no time of its own and none earlier in its stream: its time is an
+    # upper bound (the first stamp printed after it), not evidence that the trainer advanced by then.
+    last_progress_bound: bool = False
     last_step: int | None = None
     step_ts: list[tuple[float, int]] = msgspec.field(default_factory=list)  # (ts, step)
     step_durations: list[float] = msgspec.field(default_factory=list)  # seconds, from timers or step deltas
@@ -215,6 +224,9 @@ class JobHealth(msgspec.Struct):
     rank_last_completed: dict[str, tuple[int, float]] = msgspec.field(default_factory=dict)
     # Streams that logged a hang line: stream -> newest hang ts (a rank silent among them is the suspect).
     hang_streams: dict[str, float] = msgspec.field(default_factory=dict)
+    # The newest hang line that said how long its collective had been stuck ("ran for N milliseconds"):
+    # (its time, the time the collective was issued, attempt). No step of that group completed in between.
+    collective_stuck: tuple[float, float, int | None] | None = None
     # Xid lines: (ts, stream or host, code, text), newest last.
     xids: list[tuple[float, str, int, str]] = msgspec.field(default_factory=list)
     # Lines already folded per shipped file ("stream\0file_id" -> sorted disjoint [first, end) line

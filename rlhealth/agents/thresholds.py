@@ -29,6 +29,8 @@ class Thresholds:
     fatal_progress_grace_s: float = 30.0     # progress this soon after a fatal traceback does not count
     fatal_silence_s: float = 300.0           # a fatal traceback, then no restart or progress for this long
     hang_before_progress_s: float = 60.0     # a hang line this long before the last progress is recovered
+    lent_progress_window_s: float = 300.0    # a progress time lent from a later stamp this near a stuck
+    #                                          collective's watchdog line is no proof of a step (progress_time.py)
     logs_not_fresh_s: float = 1800.0         # no progress format and nothing logged for this long
     # --- the failing tail (a fatal/hang line followed by silence from that role)
     tail_default_silence_s: float = 900.0    # silence after the line when the role has no learned cadence

@@ -59,7 +59,7 @@ from rlhealth.schemas.events import (
 from rlhealth.sources import harbor, kubectl, slurm
 from rlhealth.sources.compressed import is_packed, rotation_groups, unpack_log
 from rlhealth.sources.encoding import without_bom
-from rlhealth.sources.logfiles import CHUNK_BYTES, LogReader, slurm_leg_order, source_for
+from rlhealth.sources.logfiles import CHUNK_BYTES, FirstStampAfter, LogReader, slurm_leg_order, source_for
 from rlhealth.sources.redact import redact, redact_config
 
 SHIPPER = "capture"
@@ -680,14 +680,18 @@ class Capture:
                 if not got.bytes_written:
                     continue
                 readable = got.path
+            fallback: Callable[[], datetime]
             if last is not None:
-                fb_time = last
+                fallback = functools.partial(_constant, last)
             else:
                 mtime = self._mtime(f)
-                fb_time = mtime if mtime <= info.captured_at else window_start
+                # Lines with no time before them take the first timestamp after them, as in the one file
+                # they were: a later rotation's.
+                fallback = FirstStampAfter([g for g, _ in group[n + 1:]], info.captured_at,
+                                           mtime if mtime <= info.captured_at else window_start)
             # the stream keeps the compressed file's name: evidence offsets count the unpacked bytes
             src = source_for(rel, cluster=info.cluster, shipper=SHIPPER, leg_index=legs_by_id)
-            for ev in self._log_iter(readable, src, functools.partial(_constant, fb_time), open_log, rel=rel):
+            for ev in self._log_iter(readable, src, fallback, open_log, rel=rel):
                 last = ev.event_time
                 yield ev
             if readable is not f:
@@ -731,3 +735,4 @@ def _size(path: Path) -> int:
 
 def _constant(value: datetime) -> datetime:
     return value
+

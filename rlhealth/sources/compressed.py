@@ -142,3 +142,26 @@ def unpack_log(src: Path, dest: Path, *, max_bytes: int) -> Decompressed:
         return decompress_to(src, dest, max_bytes=max_bytes)
     except OSError as exc:
         return Decompressed(dest, 0, "unreadable", f"cannot unpack: {str(exc)[:200]}")
+
+
+def head_lines(path: Path, max_lines: int, max_bytes: int) -> list[bytes]:
+    """The first `max_lines` lines of a log, plain or compressed (at most `max_bytes` of it read or
+    unpacked); [] when it cannot be read."""
+    suffix = codec_suffix(path.name)
+    if suffix is None and path.name.endswith(UNREADABLE_SUFFIXES):
+        return []
+    d = _CODECS[suffix]() if suffix is not None else None
+    data = b""
+    try:
+        with open(path, "rb") as fin:
+            while len(data) < max_bytes and data.count(b"\n") < max_lines:
+                chunk = fin.read(_IN_CHUNK_BYTES)
+                if not chunk:
+                    break
+                data += d.decompress(chunk) if d is not None else chunk  # one chunk expands ~1,000x at most
+                if d is not None and d.eof:
+                    break
+    except (OSError, EOFError, zlib.error, lzma.LZMAError, ValueError):
+        pass
+    return data.split(b"\n")[:max_lines]
+

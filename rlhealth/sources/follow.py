@@ -53,7 +53,7 @@ from rlhealth.sources.capture import (
 )
 from rlhealth.sources.compressed import is_packed, rotation_groups, unpack_log, unrotated_name
 from rlhealth.sources.harbor import TrialDirWatcher
-from rlhealth.sources.logfiles import LogReader, TailReader, slurm_leg_order, source_for
+from rlhealth.sources.logfiles import FirstStampAfter, LogReader, TailReader, slurm_leg_order, source_for
 from rlhealth.sources.nvidia_smi import AppGroup, GpuCsvParser, attach_apps, parse_compute_apps_csv
 
 
@@ -247,10 +247,13 @@ class CaptureFollower:
         first_listing = not self._listed_logs
         self._listed_logs = True
         pairs = list(zip(files, rels))
+        later: dict[str, list[Path]] = {}  # a rotated file's newer rotations (its unstamped head's time)
         if first_listing:
             # each log's rotations oldest first, and a rotated file's unstamped lines continue from the
             # time its predecessor ended, as `Capture.events` reads them
-            pairs = [pr for group in rotation_groups(pairs) for pr in group]
+            groups = rotation_groups(pairs)
+            later = {rel: [g for g, _ in group[n + 1:]] for group in groups for n, (_, rel) in enumerate(group)}
+            pairs = [pr for group in groups for pr in group]
         ended: dict[tuple[Path, str], datetime] = {}  # per log (folder, unrotated name): its last event time
         for f, rel in pairs:
             if rel in self._rotations_skipped:
@@ -267,7 +270,8 @@ class CaptureFollower:
                 if is_packed(f.name):
                     # history from before the first poll, compressed: read once, whole
                     self._rotations_skipped.add(rel)
-                    out.extend(self._compressed_history(f, rel, legs, now, window_start, ended.get(log_key)))
+                    out.extend(self._compressed_history(f, rel, legs, now, window_start, ended.get(log_key),
+                                                        later.get(rel, [])))
                     if len(out) > before:
                         ended[log_key] = out[-1].event_time
                     continue
@@ -302,7 +306,8 @@ class CaptureFollower:
         return out
 
     def _compressed_history(self, f: Path, rel: str, legs: dict[str, int], now: datetime,
-                            window_start: datetime | None, after: datetime | None = None) -> list[EventBase]:
+                            window_start: datetime | None, after: datetime | None = None,
+                            later: list[Path] | None = None) -> list[EventBase]:
         """A compressed log present at the first poll: unpacked and read once, as a capture reads it."""
         with tempfile.TemporaryDirectory(prefix="rlhealth-follow-") as tmp:
             got = unpack_log(f, Path(tmp) / f.name, max_bytes=settings.load().max_decompressed_log_bytes)
@@ -317,7 +322,9 @@ class CaptureFollower:
                 mtime = datetime.fromtimestamp(os.stat(f).st_mtime, UTC)
             except OSError:
                 mtime = now
-            fb = after or (mtime if mtime <= now else (window_start or now))
+            default = mtime if mtime <= now else (window_start or now)
+            # as `Capture.events`: an unstamped head takes the first timestamp of the newer rotations
+            fb = after or FirstStampAfter(later or [], now, default)
             return list(reader.read(final=True, ref_time=now, fallback_time=fb))
 
     def _trial_events(self) -> list[EventBase]:

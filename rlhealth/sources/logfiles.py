@@ -17,7 +17,8 @@ Reading rules (made for 1 GB captures):
 * **event_time**: timestamps are not parsed per line. The batch takes the timestamp of its last
   line that has one, looking back at most `TIME_SCAN_LINES` lines; if none has one, the previous
   batch's time is carried forward. The first batches of a file before any timestamp are held
-  (up to `MAX_HELD_BATCHES`) and get the first timestamp found after them. A file (or a head)
+  (up to `MAX_HELD_LINES` lines, however they are batched, so that where batches are cut does not change
+  the time a line gets) and get the first timestamp found after them. A file (or a head)
   with no timestamp at all gets `fallback_time`: for captures, the file's mtime when that is
   not after `captured_at`, otherwise the start of the capture window (the earliest time the
   capture's state/GPU/pod files show) — never `captured_at` itself, so that a timestamp-less
@@ -45,13 +46,13 @@ from rlhealth.agents.normalize import line_timestamp
 from rlhealth.agents.signatures import Classifier
 from rlhealth.schemas.common import Source
 from rlhealth.schemas.events import MAX_LINE_CHARS, MAX_LINES_PER_BATCH, LogBatch
-from rlhealth.sources.compressed import unrotated_name
+from rlhealth.sources.compressed import head_lines, unrotated_name
 from rlhealth.sources.redact import Redactor, default_redactor
 
 CHUNK_BYTES = 1 << 20
 MAX_LINE_BYTES = MAX_LINE_CHARS * 4
 TIME_SCAN_LINES = 8
-MAX_HELD_BATCHES = 20
+MAX_HELD_LINES = 40_000  # ~20 of the probe's batches; a few MB held at most
 # A prefiltering reader decodes a whole batch in one call when at least this share of its lines are
 # matched or secret-marked (dense metric logs): see `LogReader._sparse_batch`. Decoding a line costs
 # ~0.1 us, finding the stamped line before a match ~3 us.
@@ -310,6 +311,7 @@ class LogReader:
         self.truncated_lines = 0
         self.timestamped = False
         self._held: list[dict] = []
+        self._held_lines = 0
         self._last_utf8: tuple[list[str] | None, bytes | None] = (None, None)
         self._keep_utf8 = False
         self.prefilter = prefilter
@@ -325,7 +327,7 @@ class LogReader:
     def check(self) -> str | None:
         what = self.tail.check()
         if what is not None:
-            self._held = []
+            self._held, self._held_lines = [], 0
         return what
 
     def _batch_time(self, lines: list[str], ref: datetime) -> datetime | None:
@@ -396,7 +398,7 @@ class LogReader:
                 t = self.last_time
             self.last_time = t
             if self._held:
-                held, self._held = self._held, []
+                held, self._held, self._held_lines = self._held, [], 0
                 for h in held:
                     yield self._make(h, t)
             yield self._make(fields, t)
@@ -404,8 +406,9 @@ class LogReader:
         if self.last_time is not None:
             yield self._make(fields, self.last_time)
             return
-        if self.lookahead and len(self._held) < MAX_HELD_BATCHES:
+        if self.lookahead and self._held_lines + len(fields["lines"]) <= MAX_HELD_LINES:
             self._held.append(fields)
+            self._held_lines += len(fields["lines"])
             return
         yield from self._release_held(fallback)
         self.last_time = fallback()
@@ -413,7 +416,7 @@ class LogReader:
 
     def _release_held(self, fallback: Callable[[], datetime]) -> Iterator[LogBatch]:
         if self._held:
-            held, self._held = self._held, []
+            held, self._held, self._held_lines = self._held, [], 0
             t = self.last_time or fallback()
             self.last_time = t
             for h in held:
@@ -723,3 +726,24 @@ __all__ = [
     "slurm_leg_order",
     "source_for",
 ]
+
+class FirstStampAfter:
+    """The fallback time of a rotated file with no timestamp of its own before its end: the first
+    timestamp in the newer rotations of the same log (read from their heads, as many lines as a
+    reader holds back), else `default`. Called at most once, only when needed; picklable."""
+
+    def __init__(self, later: list[Path], ref_time: datetime, default: datetime) -> None:
+        self.later, self.ref_time, self.default = later, ref_time, default
+
+    def __call__(self) -> datetime:
+        left = MAX_HELD_LINES
+        for path in self.later:
+            lines = head_lines(path, left, MAX_HELD_LINES * 1024)
+            for raw in lines:
+                t = line_timestamp(raw.decode("utf-8", "replace"), self.ref_time)
+                if t is not None:
+                    return t
+            left -= len(lines)
+            if left <= 0:
+                break
+        return self.default

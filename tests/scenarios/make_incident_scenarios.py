@@ -51,12 +51,6 @@ def rebase(line: str, *pairs: tuple[str, str]) -> str:
     return line
 
 
-GAP_HELD_TIME = ("agents/ingest.py gives a line with no timestamp of its own (and none earlier in its batch) no_ts = "
-                 "the stream's previous time, else the batch's event_time, which sources/logfiles.py sets to the "
-                 "batch's LAST stamped line (held head batches: the first later stamp). A capture's untimestamped "
-                 "step lines therefore take the time of the NCCL watchdog printed after them, and Gate A reads the "
-                 "trainer as advancing at the hang; the watchdog's own 'ran for N ms' (the rule extracts ran_ms) is "
-                 "not used to bound the last progress.")
 GAP_STALE_ALIVE = ("agents/gate_liveness.py: a trainer silent 10x its cadence with no signature gets job_status ALIVE "
                    "(A.trainer_stale_no_signature); the verdict (NO-KILL + escalate) is right, the status is not.")
 
@@ -143,7 +137,6 @@ def build_skyrl_rollout_allreduce_watchdog(root: Path):
                     "none); every step line, earlier OpenHands line, capture.json, job.json (Qwen3-14B, 1 node) and "
                     "state.jsonl (ray job status 'running') are reconstructed; no GPU polls (the thread gives none)"),
                ])
-    core_gap(cap, GAP_HELD_TIME, ("rotated_logs",))
 
 
 # ============================================================== huggingface/open-r1#658
@@ -209,8 +202,6 @@ def build_openr1_allgather_watchdog_after_verify_timeout(root: Path):
                     "gives none; placed just after the last server line); every earlier server request line, metrics dict and "
                     "tqdm line, capture.json, job.json and state.jsonl are reconstructed; no GPU polls (none in the thread)"),
                ])
-    core_gap(cap, GAP_HELD_TIME, ("batch_boundaries", "capture_variants:kubectl_timestamps",
-                                  "capture_variants:kubelet_cri_files"))
 
 
 # ============================================================== huggingface/open-r1#690 + modelscope/ms-swift#4906
