@@ -30,6 +30,7 @@ from rlhealth.schemas.verdict import (
     Gates,
     HeldChange,
     Restarts,
+    RootCauseRef,
     Verdict,
     render_text,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "ModelSpec",
     "PodStatus",
     "Restarts",
+    "RootCauseRef",
     "RolloutSpec",
     "SCHEMA_VERSION",
     "ShipperHeartbeat",

@@ -13,6 +13,10 @@ GateStatus = Literal["PASS", "FAIL", "UNKNOWN"]
 VerdictValue = Literal["KILL", "NO-KILL"]
 Confidence = Literal["high", "medium", "low"]
 JobStatus = Literal["ALIVE", "WEDGED", "TERMINAL", "UNKNOWN"]
+# Where a root cause was read: an exception's traceback, the scheduler's error for an attempt (no
+# traceback captured), or a failure line a rule recognised (an OOM kill, a hardware Xid, a death line).
+RootCauseOrigin = Literal["traceback", "attempt_error", "signal_line"]
+ROOT_CAUSE_MESSAGE_CHARS = 300
 
 
 class EvidenceRef(Model):
@@ -51,6 +55,30 @@ class CulpritRef(Model):
     component: str = ""
     node: str | None = None
     why: list[str] = Field(default_factory=list, max_length=8)
+
+
+class RootCauseRef(Model):
+    """The failure the verdict names as the root cause, as typed fields (the English in the gate summaries
+    and the reasoning is rendered from the same record). Only what the core read: no field is guessed."""
+
+    origin: RootCauseOrigin
+    exc_type: str | None = Field(default=None, max_length=200,
+                                 description="exception type, e.g. torch.OutOfMemoryError (origin traceback)")
+    message: str = Field(default="", max_length=ROOT_CAUSE_MESSAGE_CHARS,
+                         description="the exception message's (or the line's) first line, cut to "
+                                     f"{ROOT_CAUSE_MESSAGE_CHARS} characters")
+    failure_class: str | None = Field(default=None, description="the core's class of the failure, e.g. cuda_oom")
+    source: str = Field(default="", max_length=200, description="log stream, or 'state poll' for an attempt error")
+    role: str | None = Field(default=None, description="role of the stream: trainer, engine, rollout, ray, other")
+    attempt: int | None = None
+    event_time: UtcDatetime | None = None
+    rule_id: str | None = Field(default=None, description="the rule that recognised the line (origin signal_line)")
+    component: str | None = Field(default=None, max_length=200,
+                                  description="the process that raised it, e.g. 'EngineCore_DP1 pid=2318', or the "
+                                              "stream")
+    fatal: bool | None = Field(default=None, description="the traceback ended the process (origin traceback)")
+    deterministic: bool | None = Field(default=None, description="the same failure on every burned attempt "
+                                                                 "(restart history); null when not known")
 
 
 class Gates(Model):
@@ -100,6 +128,9 @@ class Verdict(Model):
     held: HeldChange | None = Field(default=None, description="set while the hysteresis holds back a change of call")
     kill_command: str | None = Field(default=None, description="on a KILL, the supervisor's command for this job "
                                                                "(text only: rlhealth never runs it)")
+    root_cause: RootCauseRef | None = Field(default=None, description="the root cause the verdict names (terminal "
+                                                                      "job, KILL on a death or hang, fatal "
+                                                                      "traceback); null when it names none")
 
     def same_call(self, other: Verdict | None) -> bool:
         """True when a consumer would see no change: same verdict, status, confidence and gate statuses."""
