@@ -33,6 +33,7 @@ from rlhealth.schemas.verdict import (
     RootCauseRef,
     Verdict,
     render_text,
+    root_cause_line,
 )
 
 __all__ = [
@@ -73,4 +74,5 @@ __all__ = [
     "encode",
     "job_key",
     "render_text",
+    "root_cause_line",
 ]

@@ -167,6 +167,8 @@ def render_text(v: Verdict) -> str:
     for key in ("A", "B", "C"):
         gate: Gate = getattr(v.gates, key)
         lines.append(f"Gate {key} ({names[key]}): {gate.status} — {gate.summary}")
+    if v.root_cause is not None:
+        lines.append(f"ROOT CAUSE: {root_cause_line(v.root_cause)}")
     if v.held is not None:
         h = v.held
         lines.append(f"HELD: the core now says {h.raw_verdict}{' + escalate' if h.raw_escalate else ''} "
@@ -185,6 +187,22 @@ def render_text(v: Verdict) -> str:
             when = ev.event_time.strftime("%Y-%m-%dT%H:%M:%SZ") if ev.event_time else "-"
             lines.append(f"  [{when}] {ev.source}: {ev.text}")
     return "\n".join(lines)
+
+
+def root_cause_line(rc: RootCauseRef) -> str:
+    """The typed root cause in one line: what was raised, by whom, where and when (text block, HTML report)."""
+    what = f"{rc.exc_type}: {rc.message}" if rc.exc_type else rc.message
+    who = " ".join(x for x in (rc.role, rc.component if rc.component != rc.source else None) if x)
+    where = rc.source + (f" at {_stamp(rc.event_time)}" if rc.event_time is not None else "")
+    if rc.attempt is not None:
+        where += f", attempt {rc.attempt}"
+    nature = {True: "; the same failure on every attempt (deterministic)", False: "; attempts failed differently",
+              None: ""}[rc.deterministic]
+    return f"{what} — {who + ' in ' if who else ''}{where} ({ORIGIN_NAMES[rc.origin]}){nature}"
+
+
+ORIGIN_NAMES = {"traceback": "traceback", "attempt_error": "the scheduler's error for the attempt",
+                "signal_line": "a recognised failure line"}
 
 
 def _stamp(t: datetime | None) -> str:
