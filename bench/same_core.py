@@ -6,7 +6,9 @@ per-matched-line path must leave the core's state, findings and verdicts byte-id
 Runs, for this checkout and for OTHER_CHECKOUT (e.g. `git archive <commit> | tar -x -C /tmp/old`, with
 the built `rlhealth/_fastlines*.so` copied in), each capture through the core twice (dense reading and
 the probe's prefiltered reading), in a subprocess per checkout, and compares the msgpack state, the
-verdict (minus its run sequence number), the findings and the capture's stats. Default captures: every
+verdict (minus its run sequence number), the findings and the capture's stats. A verdict field only one
+side has (a field added to the wire model) is named, not counted as a difference, as long as every field
+both have is equal. Default captures: every
 scenario capture (tests/scenarios, shared scenarios), the bundled example, and a dense bench capture
 (`bench/probe.py --corpus dense` mix, --dense-mb MB). Prints `RESULT same_core=<yes|no> captures=<n>`.
 """
@@ -45,6 +47,7 @@ for path in sys.argv[1:]:
         digest = lambda b: hashlib.sha256(b).hexdigest()
         out[f"{path} prefiltered={prefiltered}"] = {
             "state": digest(msgspec.msgpack.encode(state)), "verdict": digest(json.dumps(verdict, sort_keys=True).encode()),
+            "verdict_fields": {k: digest(json.dumps(x, sort_keys=True).encode()) for k, x in verdict.items()},
             "call": verdict["verdict"], "findings": digest("\n".join(found).encode()), "n_findings": len(found),
             "events": n_ev, "stats": repr(cap.stats)}
 print(json.dumps(out))
@@ -58,6 +61,16 @@ def _run(checkout: Path, captures: list[str]) -> dict:
     if p.returncode != 0:
         raise SystemExit(f"{checkout}: failed\n{p.stderr[-3000:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def _same(a: dict, b: dict, added: set[str]) -> bool:
+    """Equal outside the verdict, and equal in every verdict field both sides have."""
+    skip = ("verdict", "verdict_fields")
+    if {k: v for k, v in a.items() if k not in skip} != {k: v for k, v in b.items() if k not in skip}:
+        return False
+    fa, fb = a["verdict_fields"], b["verdict_fields"]
+    added |= set(fa) ^ set(fb)
+    return all(fa[k] == fb[k] for k in set(fa) & set(fb))
 
 
 def main() -> int:
@@ -82,12 +95,15 @@ def main() -> int:
         captures.append(str(dense))
     mine, theirs = _run(ROOT, captures), _run(Path(args.other).resolve(), captures)
     same = True
+    added: set[str] = set()
     for key in sorted(mine):
         a, b = mine[key], theirs.get(key)
-        ok = a == b
+        ok = b is not None and _same(a, b, added)
         same &= ok
         print(f"{'same' if ok else 'DIFFERENT':9} {key} call={a['call']} findings={a['n_findings']} events={a['events']}"
               + ("" if ok else f"\n          mine={a}\n          other={b}"))
+    if added:
+        print(f"verdict fields only one side has (not compared): {', '.join(sorted(added))}")
     print(f"RESULT same_core={'yes' if same else 'no'} captures={len(captures)} "
           f"digest={hashlib.sha256(json.dumps(mine, sort_keys=True).encode()).hexdigest()[:12]}")
     return 0 if same else 1

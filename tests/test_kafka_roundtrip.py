@@ -230,16 +230,19 @@ def test_every_event_kind_round_trips_kafka_python_to_aiokafka(kafka_bootstrap, 
 
 @pytest.mark.kafka
 def test_verdicts_are_keyed_by_job(kafka_bootstrap, kafka_catalog):
-    from rlhealth.schemas import Verdict, decode_verdict
+    from rlhealth.schemas import RootCauseRef, Verdict, decode_verdict
     from rlhealth.sinks.kafka import EventProducer
 
+    rc = RootCauseRef(origin="traceback", exc_type="ValueError", message="vllm model for vllm-instance not found.",
+                      source="logs/vllm-0.log", role="engine", event_time="2025-12-31T23:50:00Z",
+                      component="EngineCore_DP0", fatal=False)
     v = Verdict(job_id="job-9", verdict="NO-KILL", confidence="medium", job_status="ALIVE",
-                reasoning="progressing", produced_at="2026-01-01T00:00:00Z", seq=1)
+                reasoning="progressing", produced_at="2026-01-01T00:00:00Z", seq=1, root_cause=rc)
     with EventProducer(kafka_bootstrap, kafka_catalog) as producer:
         meta = producer.send_verdict(v).get(timeout=30)
     records = consume(kafka_bootstrap, {kafka_catalog.verdicts: kafka_catalog.partitions}, 1)
     assert len(records) == 1 and records[0].key == b"job-9" and records[0].partition == meta.partition
-    assert decode_verdict(records[0].value) == v
+    assert decode_verdict(records[0].value) == v and decode_verdict(records[0].value).root_cause == rc
 
 
 @pytest.mark.kafka

@@ -92,7 +92,7 @@ def test_openr1_swallowed_math_verify_timeout_is_not_the_root_cause() -> None:
     swallowed, so it must not be the fatal traceback Gate A names."""
     v = judged("openr1_allgather_watchdog_after_verify_timeout")
     assert "A.fatal_traceback_no_progress" not in v.gates.A.codes
-    assert "TimeoutError" not in v.gates.A.summary
+    assert v.root_cause is None or v.root_cause.exc_type != "TimeoutError"
 
 
 # ---------------------------------------------------------------- huggingface/open-r1#690 + modelscope/ms-swift#4906

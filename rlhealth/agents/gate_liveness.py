@@ -173,7 +173,7 @@ def _terminal(ctx: Context, g: GateResult, restarts: RestartResult) -> GateResul
         "transient" if g.transient else "not_transient"))
     g.evidence.extend(rc.evidence)
     g.cause, g.cause_detail = "terminal", rc.text
-    g.culprit = rc.culprit
+    g.culprit, g.root = rc.culprit, rc
     return g
 
 

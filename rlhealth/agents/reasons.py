@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlhealth.agents.state import Ev
+
+if TYPE_CHECKING:
+    from rlhealth.agents.rootcause import RootCause
 
 
 class Code(StrEnum):
@@ -152,6 +155,7 @@ class GateResult:
     job_status: str | None = None  # gate A only
     transient: bool | None = None
     culprit: Culprit | None = None
+    root: RootCause | None = None  # the root cause this gate names (gate A on a terminal job)
 
     def families(self) -> set[str]:
         return {r.family for r in self.reasons if r.family}

@@ -7,10 +7,13 @@ Wording can change here without touching a decision.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlhealth.agents.reasons import Code, Culprit, GateResult, Reason, RestartResult, Why
 from rlhealth.agents.training_time import TrainingTime
+
+if TYPE_CHECKING:
+    from rlhealth.agents.rootcause import RootCause
 
 
 def age(seconds: float | None) -> str:
@@ -102,6 +105,14 @@ CULPRIT_WHY: dict[Why, Any] = {
     Why.INCOHERENT: lambda f: "incoherent generations",
     Why.VERIFIER: lambda f: "verifier never scores",
 }
+
+
+def root_text(rc: RootCause, message_chars: int | None = None) -> str:
+    """The root cause in words: 'ExcType: message' for a traceback (its message cut to `message_chars`),
+    else the scheduler's error or the line that states it."""
+    if rc.tb is not None:
+        return f"{rc.tb.exc_type}: {rc.tb.message[:message_chars]}"
+    return rc.text
 
 
 def culprit_why(c: Culprit) -> str:

@@ -24,10 +24,26 @@ CAUSE_WINDOW_S = 600.0
 
 @dataclass
 class RootCause:
+    """What names the failure: `text` is its English (rendered into summaries and the reasoning), the
+    other fields the typed facts the verdict's `root_cause` carries."""
+
     text: str = ""
     evidence: list[Ev] = field(default_factory=list)
     culprit: Culprit | None = None
     tb: TracebackRec | None = None
+    origin: str = ""  # traceback | attempt_error | signal_line; "" while nothing names a cause
+    line: Ev | None = None  # the evidence entry that states the cause
+    role: str | None = None
+    attempt: int | None = None
+
+
+def traceback_cause(ctx: Context, tb: TracebackRec) -> RootCause:
+    """A captured traceback as the root cause: the exception it raised, where, and who raised it."""
+    ev = Ev(tb.ts, tb.stream, tb.text, "traceback")
+    return RootCause(text=f"{tb.exc_type}: {tb.message}", evidence=[ev],
+                     culprit=Culprit(tb.role, _component(tb.stream, tb.text), _node(ctx, tb.stream),
+                                     [Why.CAUSAL_EXCEPTION]),
+                     tb=tb, origin="traceback", line=ev, role=tb.role, attempt=tb.attempt)
 
 
 def causal_traceback(tracebacks: list[TracebackRec], attempt: int | None = None) -> TracebackRec | None:
@@ -69,16 +85,15 @@ def root_cause(ctx: Context) -> RootCause:
     attempt = state.sched.attempt
     tb = causal_traceback(state.tracebacks, attempt) or causal_traceback(state.tracebacks)
     if tb is not None:
-        rc.tb = tb
-        rc.text = f"{tb.exc_type}: {tb.message}"
-        rc.evidence.append(Ev(tb.ts, tb.stream, tb.text, "traceback"))
-        rc.culprit = Culprit(tb.role, _component(tb.stream, tb.text), _node(ctx, tb.stream), [Why.CAUSAL_EXCEPTION])
+        rc = traceback_cause(ctx, tb)
     errors = [a for a in state.sched.attempts if a[4]]
     if errors:
         last = errors[-1]
+        ev = Ev(last[3], "state poll", f"attempt {last[0]} {last[1]} (exit {last[2]}): {last[4]}")
         if not rc.text:
             rc.text = last[4] or ""
-        rc.evidence.append(Ev(last[3], "state poll", f"attempt {last[0]} {last[1]} (exit {last[2]}): {last[4]}"))
+            rc.origin, rc.line, rc.attempt = "attempt_error", ev, last[0]
+        rc.evidence.append(ev)
     if not rc.text:
         for effect in ("oom", "hardware", "death", "infra"):
             for name, stat in ctx.signals(effect):
@@ -86,6 +101,8 @@ def root_cause(ctx: Context) -> RootCause:
                     rc.text = stat.evidence[-1].text
                     rc.evidence.append(stat.evidence[-1])
                     rc.culprit = culprit_for(ctx, stat, ctx.catalog.decl(name))
+                    rc.origin, rc.line, rc.role = "signal_line", stat.evidence[-1], rc.culprit.role
+                    rc.attempt = stat.attempts[-1] if stat.attempts else None
                     return rc
         # Only consequences were logged (torchrun closing workers, TCPStore broken pipes): show one,
         # labelled as such, rather than naming it the cause.

@@ -14,8 +14,10 @@ from rlhealth.agents import render
 from rlhealth.agents.context import Context
 from rlhealth.agents.failures import failure_class_of
 from rlhealth.agents.reasons import Code, GateResult, Reason, RestartResult
+from rlhealth.agents.rootcause import RootCause, causal_traceback, traceback_cause
 from rlhealth.agents.state import Ev
-from rlhealth.schemas import CulpritRef, Evidence, EvidenceRef, Gate, Gates, Restarts, Verdict
+from rlhealth.schemas import CulpritRef, Evidence, EvidenceRef, Gate, Gates, Restarts, RootCauseRef, Verdict
+from rlhealth.schemas.verdict import ROOT_CAUSE_MESSAGE_CHARS
 
 MIN_KILL_FAMILIES = 2
 
@@ -118,6 +120,7 @@ def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: Restart
     restarts = Restarts(burned=r.burned, max=r.max, same_failure=r.same_failure, summary=render.restart_summary(r))
     escalate = any(g.escalate for g in gates.values())
     command: str | None = None  # the scheduler's kill for this job, on a KILL
+    named: RootCause | None = None  # the root cause the English names: the verdict's typed root_cause
     next_steps: list[str] = []
     remaining = None if r.burned is None or r.max is None else max(r.max - r.burned, 0)
     new_bits = ", ".join((ctx.spec or {}).get("new_or_untested") or [])
@@ -132,8 +135,9 @@ def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: Restart
         pods = f" with {ctx.state.sched.pods} pods" if ctx.state.sched.pods is not None else ""
         seen_as = (f"reports the job {ctx.state.sched.state}{pods}" if ctx.state.sched.state != "unknown"
                    else "shows no pods left")
+        said = render.root_text(a.root)[:300] if a.root is not None else ""
         reasoning = (f"The scheduler {seen_as}, so there is nothing left to kill. Root cause: "
-                     f"{a.cause_detail[:300] or 'no traceback captured'} ({det}).")
+                     f"{said or 'no traceback captured'} ({det}).")
         if a.culprit is not None and a.culprit.component:
             reasoning += f" Raised by {a.culprit.role} {a.culprit.component}."
         if r.burned:
@@ -143,6 +147,7 @@ def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: Restart
         next_steps.append("Relaunch only after the fix lands" if r.same_failure or not a.transient
                           else "Relaunch as is: the failure looks transient")
         status = "TERMINAL"
+        named = a.root
     else:
         fails = {k: g for k, g in gates.items() if g.status == "FAIL"}
         doomed = r.same_failure is True
@@ -180,7 +185,8 @@ def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: Restart
                 node = f" on node {culprit.node}" if culprit.node and culprit.node != culprit.component else ""
                 why = render.culprit_why(culprit)
                 reasoning += f" Failing component: {culprit.role} {culprit.component}{node} ({why})."
-            root = _causal_text(ctx, primary)
+            named = _causal_root(ctx, primary)
+            root = render.root_text(named, message_chars=200) if named is not None else ""
             if root:
                 reasoning += f" Root cause: {root}."
             if doomed:
@@ -216,6 +222,8 @@ def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: Restart
                 next_steps.insert(1, render.watch_text("second_family", {"family": fam}))
             if not next_steps:
                 next_steps.append("Re-probe next sweep.")
+    if named is None and a.code == Code.FATAL_TRACEBACK and ctx.fatal_tb is not None:
+        named = traceback_cause(ctx, ctx.fatal_tb)  # what gate A names: the traceback the trainer died with
     pointed = a.culprit if a.job_status == "TERMINAL" else next(
         (g.culprit for g in (a, b, c) if g.status == "FAIL" and g.culprit is not None), None)
     culprit_ref = None if pointed is None or not pointed.component else CulpritRef(
@@ -238,18 +246,38 @@ def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: Restart
         seq=seq,
         headline=_headline(ctx),
         kill_command=command if verdict == "KILL" else None,
+        root_cause=_root_cause_ref(named, r),
     )
 
 
-def _causal_text(ctx: Context, primary: GateResult | None) -> str:
+def _causal_root(ctx: Context, primary: GateResult | None) -> RootCause | None:
     """The earliest causal exception behind a death/hang KILL, when one was captured."""
-    from rlhealth.agents.rootcause import causal_traceback
-
     if primary is None or primary.cause not in ("engine_dead", "rollout_server_dead", "ray_death", "nccl_hang",
                                                  "nccl_hang_ep", "peer_lost"):
-        return ""
+        return None
     tb = causal_traceback(ctx.state.tracebacks, ctx.current_attempt)
-    return f"{tb.exc_type}: {tb.message[:200]}" if tb is not None else ""
+    return traceback_cause(ctx, tb) if tb is not None else None
+
+
+def _root_cause_ref(rc: RootCause | None, r: RestartResult) -> RootCauseRef | None:
+    """The typed form of the root cause the verdict's English names (None when it names none)."""
+    if rc is None or not rc.origin or rc.line is None:
+        return None
+    tb = rc.tb
+    first = (tb.message if tb is not None else rc.text).strip().split("\n", 1)[0]
+    ts = rc.line.ts
+    return RootCauseRef(
+        origin=rc.origin,  # traceback / attempt_error / signal_line (rootcause.py); pydantic checks it
+        exc_type=tb.exc_type[:200] if tb is not None else None,
+        message=first[:ROOT_CAUSE_MESSAGE_CHARS],
+        failure_class=tb.failure_class if tb is not None else failure_class_of(rc.text),
+        source=rc.line.source[:200], role=rc.role or None, attempt=rc.attempt,
+        event_time=datetime.fromtimestamp(ts, UTC) if ts is not None else None,
+        rule_id=None if tb is not None else (rc.line.rule_id or None),
+        component=rc.culprit.component[:200] if rc.culprit is not None and rc.culprit.component else None,
+        fatal=tb.fatal if tb is not None else None,
+        deterministic=r.same_failure,
+    )
 
 
 def _expert_parallel(ctx: Context) -> bool:

@@ -30,8 +30,10 @@ from rlhealth.schemas.verdict import (
     Gates,
     HeldChange,
     Restarts,
+    RootCauseRef,
     Verdict,
     render_text,
+    root_cause_line,
 )
 
 __all__ = [
@@ -58,6 +60,7 @@ __all__ = [
     "ModelSpec",
     "PodStatus",
     "Restarts",
+    "RootCauseRef",
     "RolloutSpec",
     "SCHEMA_VERSION",
     "ShipperHeartbeat",
@@ -71,4 +74,5 @@ __all__ = [
     "encode",
     "job_key",
     "render_text",
+    "root_cause_line",
 ]

@@ -13,6 +13,10 @@ GateStatus = Literal["PASS", "FAIL", "UNKNOWN"]
 VerdictValue = Literal["KILL", "NO-KILL"]
 Confidence = Literal["high", "medium", "low"]
 JobStatus = Literal["ALIVE", "WEDGED", "TERMINAL", "UNKNOWN"]
+# Where a root cause was read: an exception's traceback, the scheduler's error for an attempt (no
+# traceback captured), or a failure line a rule recognised (an OOM kill, a hardware Xid, a death line).
+RootCauseOrigin = Literal["traceback", "attempt_error", "signal_line"]
+ROOT_CAUSE_MESSAGE_CHARS = 300
 
 
 class EvidenceRef(Model):
@@ -51,6 +55,30 @@ class CulpritRef(Model):
     component: str = ""
     node: str | None = None
     why: list[str] = Field(default_factory=list, max_length=8)
+
+
+class RootCauseRef(Model):
+    """The failure the verdict names as the root cause, as typed fields (the English in the gate summaries
+    and the reasoning is rendered from the same record). Only what the core read: no field is guessed."""
+
+    origin: RootCauseOrigin
+    exc_type: str | None = Field(default=None, max_length=200,
+                                 description="exception type, e.g. torch.OutOfMemoryError (origin traceback)")
+    message: str = Field(default="", max_length=ROOT_CAUSE_MESSAGE_CHARS,
+                         description="the exception message's (or the line's) first line, cut to "
+                                     f"{ROOT_CAUSE_MESSAGE_CHARS} characters")
+    failure_class: str | None = Field(default=None, description="the core's class of the failure, e.g. cuda_oom")
+    source: str = Field(default="", max_length=200, description="log stream, or 'state poll' for an attempt error")
+    role: str | None = Field(default=None, description="role of the stream: trainer, engine, rollout, ray, other")
+    attempt: int | None = None
+    event_time: UtcDatetime | None = None
+    rule_id: str | None = Field(default=None, description="the rule that recognised the line (origin signal_line)")
+    component: str | None = Field(default=None, max_length=200,
+                                  description="the process that raised it, e.g. 'EngineCore_DP1 pid=2318', or the "
+                                              "stream")
+    fatal: bool | None = Field(default=None, description="the traceback ended the process (origin traceback)")
+    deterministic: bool | None = Field(default=None, description="the same failure on every burned attempt "
+                                                                 "(restart history); null when not known")
 
 
 class Gates(Model):
@@ -100,6 +128,9 @@ class Verdict(Model):
     held: HeldChange | None = Field(default=None, description="set while the hysteresis holds back a change of call")
     kill_command: str | None = Field(default=None, description="on a KILL, the supervisor's command for this job "
                                                                "(text only: rlhealth never runs it)")
+    root_cause: RootCauseRef | None = Field(default=None, description="the root cause the verdict names (terminal "
+                                                                      "job, KILL on a death or hang, fatal "
+                                                                      "traceback); null when it names none")
 
     def same_call(self, other: Verdict | None) -> bool:
         """True when a consumer would see no change: same verdict, status, confidence and gate statuses."""
@@ -136,6 +167,8 @@ def render_text(v: Verdict) -> str:
     for key in ("A", "B", "C"):
         gate: Gate = getattr(v.gates, key)
         lines.append(f"Gate {key} ({names[key]}): {gate.status} — {gate.summary}")
+    if v.root_cause is not None:
+        lines.append(f"ROOT CAUSE: {root_cause_line(v.root_cause)}")
     if v.held is not None:
         h = v.held
         lines.append(f"HELD: the core now says {h.raw_verdict}{' + escalate' if h.raw_escalate else ''} "
@@ -154,6 +187,22 @@ def render_text(v: Verdict) -> str:
             when = ev.event_time.strftime("%Y-%m-%dT%H:%M:%SZ") if ev.event_time else "-"
             lines.append(f"  [{when}] {ev.source}: {ev.text}")
     return "\n".join(lines)
+
+
+def root_cause_line(rc: RootCauseRef) -> str:
+    """The typed root cause in one line: what was raised, by whom, where and when (text block, HTML report)."""
+    what = f"{rc.exc_type}: {rc.message}" if rc.exc_type else rc.message
+    who = " ".join(x for x in (rc.role, rc.component if rc.component != rc.source else None) if x)
+    where = rc.source + (f" at {_stamp(rc.event_time)}" if rc.event_time is not None else "")
+    if rc.attempt is not None:
+        where += f", attempt {rc.attempt}"
+    nature = {True: "; the same failure on every attempt (deterministic)", False: "; attempts failed differently",
+              None: ""}[rc.deterministic]
+    return f"{what} — {who + ' in ' if who else ''}{where} ({ORIGIN_NAMES[rc.origin]}){nature}"
+
+
+ORIGIN_NAMES = {"traceback": "traceback", "attempt_error": "the scheduler's error for the attempt",
+                "signal_line": "a recognised failure line"}
 
 
 def _stamp(t: datetime | None) -> str:

@@ -58,7 +58,7 @@ VERDICTS_SCHEMA = pa.schema([
     ("confidence", pa.string()), ("job_status", pa.string()), ("escalate", pa.bool_()),
     ("gates", pa.string()), ("reasoning", pa.string()), ("payload", pa.string()), ("inserted_at", TS),
     ("event_time", TS), ("age_s", pa.float64()), ("gate_a", pa.string()), ("gate_b", pa.string()),
-    ("gate_c", pa.string()), ("captured", pa.string()), ("held", pa.bool_()),
+    ("gate_c", pa.string()), ("captured", pa.string()), ("held", pa.bool_()), ("root_cause", pa.string()),
 ])
 EVIDENCE_LINES_SCHEMA = pa.schema([
     ("job_id", pa.string()), ("seq", pa.int64()), ("produced_at", TS), ("idx", pa.int32()), ("gate", pa.string()),
@@ -103,6 +103,7 @@ CREATE TABLE IF NOT EXISTS metrics (
     staleness JSON, trials_completed BIGINT, reward_mean DOUBLE, nonzero_reward_ratio DOUBLE,
     gpu_util_mean DOUBLE, restarts_burned INTEGER, trainer_last_step BIGINT, verdict VARCHAR, job_status VARCHAR,
     PRIMARY KEY (job_id, judged_at));
+ALTER TABLE verdicts ADD COLUMN IF NOT EXISTS root_cause JSON;
 ALTER TABLE metrics ADD COLUMN IF NOT EXISTS engines JSON;
 ALTER TABLE metrics ADD COLUMN IF NOT EXISTS effective_training_ratio DOUBLE;
 ALTER TABLE metrics ADD COLUMN IF NOT EXISTS training_time JSON;
@@ -197,6 +198,7 @@ class EvidenceStore:
             "payload": v.model_dump_json(), "inserted_at": now or datetime.now(UTC),
             "event_time": v.event_time, "age_s": v.age_s, "gate_a": v.gates.A.status, "gate_b": v.gates.B.status,
             "gate_c": v.gates.C.status, "captured": v.captured, "held": v.held is not None,
+            "root_cause": _json(v.root_cause.model_dump(mode="json")) if v.root_cause is not None else None,
         })
         lines = [("", e) for e in v.evidence] + [(k, e) for k in "ABC" for e in getattr(v.gates, k).evidence]
         for idx, (gate, e) in enumerate(lines):

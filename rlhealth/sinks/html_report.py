@@ -177,6 +177,8 @@ def _latest(v: VerdictRow | None, anchor: int | None) -> str:
     if v.headline:
         parts.append(f'<div class="sub">{esc(v.headline)}</div>')
     parts.append(f'<ul class="gates">{gates}</ul>')
+    if v.root_cause:
+        parts.append(f'<div id="root-cause"><b>Root cause</b>: {esc(v.root_cause)}</div>')
     if v.held:
         parts.append(f'<div class="note">held: {esc(v.held)}</div>')
     if v.kill_command:

@@ -43,6 +43,7 @@ class VerdictRow:
     headline: str = ""
     captured: str | None = None
     evidence: tuple[Line, ...] = ()
+    root_cause: str | None = None  # the verdict's typed root cause in one line (schemas.root_cause_line)
 
 
 @dataclass(frozen=True, slots=True)

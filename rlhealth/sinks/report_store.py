@@ -16,7 +16,7 @@ import orjson
 import pydantic
 
 from rlhealth.agents.findings import Finding, JobMetrics
-from rlhealth.schemas.verdict import Verdict, why_line
+from rlhealth.schemas.verdict import Verdict, root_cause_line, why_line
 from rlhealth.sinks.report_model import (
     DeadLetterRow,
     EnginePoint,
@@ -82,6 +82,7 @@ def _verdict_row(row: tuple, evidence: tuple[Line, ...]) -> VerdictRow:
         gate_summaries={k: getattr(v.gates, k).summary for k in "ABC"}, why=why_line(v), reasoning=v.reasoning,
         next_steps=tuple(v.next_steps), kill_command=v.kill_command, held=_held_text(v), headline=v.headline,
         captured=v.captured, evidence=evidence,
+        root_cause=root_cause_line(v.root_cause) if v.root_cause is not None else None,
     )
 
 

@@ -55,6 +55,31 @@ GAP_STALE_ALIVE = ("agents/gate_liveness.py: a trainer silent 10x its cadence wi
                    "(A.trainer_stale_no_signature); the verdict (NO-KILL + escalate) is right, the status is not.")
 
 
+def incident_capture(root: Path, name: str, seed: int, *, job_id: str, scheduler: str, now: datetime,
+                     polls: tuple[datetime, datetime, int], model: dict, hardware: tuple[str, int, int],
+                     engines: int, engine_tp: int, colocated: bool, max_retries: int, new: str,
+                     expected_step_s: int | None = None, final_rows: tuple[dict, ...] = ()) -> Capture:
+    """The glue files every incident capture has, written in one order: capture.json, state.jsonl (one pod
+    'running' from polls[0] to polls[1] every polls[2] s, then `final_rows`), job.json. The running polls draw
+    from the capture's rng before any log line does, as they always did, so the captures stay byte-identical."""
+    cap = Capture(root, name, seed)
+    cap.capture_json(job_id, "local", scheduler, now)
+    start, end, every_s = polls
+    cap.state_jsonl(state_rows(start, end, every_s, cap.rng, pods=1, max_retries=max_retries) + list(final_rows))
+    cap.job_json(job_id, model, hardware,
+                 {"num_inference_engines": engines, "engine_tp": engine_tp, "engine_ep": 1, "colocated": colocated},
+                 rollout=rollout_info(), expected_step_s=expected_step_s, max_retries=max_retries,
+                 enforce_eager=False, new=new)
+    return cap
+
+
+def add_block(log: Log, t0: datetime, lines: list[str], *pairs: tuple[str, str]) -> None:
+    """Verbatim lines printed together (a traceback, a watchdog burst): 1 ms apart from t0 in their pasted
+    order, each with the poster's date text swapped by `pairs`."""
+    for k, line in enumerate(lines):
+        log.add(t0 + S(0.001 * k), rebase(line, *pairs))
+
+
 def core_gap(cap: Capture, reason: str, breaks: tuple[str, ...] = ()) -> None:
     """Mark expected.json with the core decision that keeps the probe from the thread's verdict today: the
     scenario tests xfail (strict) on it until the core is fixed, and the expectation stays what the thread says.
@@ -73,17 +98,13 @@ def core_gap(cap: Capture, reason: str, breaks: tuple[str, ...] = ()) -> None:
 def build_skyrl_rollout_allreduce_watchdog(root: Path):
     """SkyRL (verl-based, June 2025) + OpenHands on Qwen3-14B: ~1 h of steps, then 'stuck during rollouts' for an
     hour; one policy rank's ALLREDUCE times out after 7200 s and its worker dies. The Ray job still reads running."""
-    cap = Capture(root, "skyrl_rollout_allreduce_watchdog", 2401)
+    now, start = at("23:11:00"), at("19:58:00")
+    cap = incident_capture(root, "skyrl_rollout_allreduce_watchdog", 2401, job_id="skyrl-oh-qwen3-14b-0617",
+                           scheduler="other", now=now, polls=(start + M(1), now - S(20), 300),
+                           model=model_info("Qwen3-14B", 14.8), hardware=h100_nodes(1), engines=4, engine_tp=2,
+                           colocated=True, max_retries=0, expected_step_s=720,
+                           new="reproducing the SkyRL-v0 Qwen3-14B OpenHands recipe on a new 64-CPU box")
     rng = cap.rng
-    now = at("23:11:00")
-    start = at("19:58:00")
-    jid = "skyrl-oh-qwen3-14b-0617"
-    cap.capture_json(jid, "local", "other", now)
-    cap.state_jsonl(state_rows(start + M(1), now - S(20), 300, rng, pods=1, max_retries=0))
-    cap.job_json(jid, model_info("Qwen3-14B", 14.8), h100_nodes(1),
-                 {"num_inference_engines": 4, "engine_tp": 2, "engine_ep": 1, "colocated": True},
-                 rollout=rollout_info(), expected_step_s=720, max_retries=0, enforce_eager=False,
-                 new="reproducing the SkyRL-v0 Qwen3-14B OpenHands recipe on a new 64-CPU box")
     real = excerpt("SkyRL-24_rollout_wait_then_allreduce_watchdog")
     log = Log()
     drv = "(main_task pid=52880) "
@@ -114,8 +135,7 @@ def build_skyrl_rollout_allreduce_watchdog(root: Path):
     log.add(at("22:03:47"), real[3])
     log.add(at("22:03:48"), real[4])
     t_wd = at("23:04:48")
-    for k, ln in enumerate(real[5:11]):
-        log.add(t_wd + S(0.001 * k), rebase(ln, ("2025-06-17", DAY)))
+    add_block(log, t_wd, real[5:11], ("2025-06-17", DAY))
     log.add(t_wd + S(2.4), real[11])
     cap.write_text("logs/pod_rank0.log", log.render())
     cap.expect(verdict=["KILL"], status=["WEDGED"], failing=["A"], must_not_fail=["restarts"],
@@ -146,17 +166,13 @@ def build_openr1_allgather_watchdog_after_verify_timeout(root: Path):
     """open-r1 GRPO (accelerate, 3 training ranks) against `trl vllm-serve`: the server's last line is a prefix-cache
     reset, math_verify's signal timeout fires on a rank, and 1800 s later ranks 1 and 2 report the _ALLGATHER_BASE
     watchdog timeout. Captured a minute after, the pod still running."""
-    cap = Capture(root, "openr1_allgather_watchdog_after_verify_timeout", 6581)
+    now, start = at("06:10:30"), at("03:02:00")
+    cap = incident_capture(root, "openr1_allgather_watchdog_after_verify_timeout", 6581,
+                           job_id="open-r1-grpo-qwen-math-0516", scheduler="kubernetes", now=now,
+                           polls=(start + M(1), now - S(15), 120), model=model_info("Qwen2.5-Math-7B", 7.6),
+                           hardware=("H100-80GB-SXM", 4, 1), engines=1, engine_tp=1, colocated=False, max_retries=0,
+                           expected_step_s=60, new="GRPO with math_verify rewards against a separate trl vllm-serve GPU")
     rng = cap.rng
-    now = at("06:10:30")
-    start = at("03:02:00")
-    jid = "open-r1-grpo-qwen-math-0516"
-    cap.capture_json(jid, "local", "kubernetes", now)
-    cap.state_jsonl(state_rows(start + M(1), now - S(15), 120, rng, pods=1, max_retries=0))
-    cap.job_json(jid, model_info("Qwen2.5-Math-7B", 7.6), ("H100-80GB-SXM", 4, 1),
-                 {"num_inference_engines": 1, "engine_tp": 1, "engine_ep": 1, "colocated": False},
-                 rollout=rollout_info(), expected_step_s=60, max_retries=0, enforce_eager=False,
-                 new="GRPO with math_verify rewards against a separate trl vllm-serve GPU")
     real = excerpt("open-r1-658_verify_timeout_then_allgather_watchdog")
     srv, trn = Log(), Log()
     # reconstructed: the step rhythm before the hang (one generate + weight update + prefix-cache reset per step)
@@ -178,10 +194,8 @@ def build_openr1_allgather_watchdog_after_verify_timeout(root: Path):
         step += 1
         t += S(58 + rng.random() * 6)
     srv.add(at("05:38:52"), rebase(real[0], ("05-16", "11-20")))
-    for k, ln in enumerate(real[1:9]):
-        trn.add(at("05:39:03") + S(0.001 * k), ln)
-    for k, ln in enumerate(real[9:12]):
-        trn.add(at("06:09:16") + S(0.001 * k), rebase(ln, ("E516", "E1120")))
+    add_block(trn, at("05:39:03"), real[1:9])
+    add_block(trn, at("06:09:16"), real[9:12], ("E516", "E1120"))
     cap.write_text("logs/train.log", trn.render())
     cap.write_text("logs/vllm-serve.log", srv.render())
     cap.expect(verdict=["KILL"], status=["WEDGED"], failing=["A"], must_not_fail=["restarts"],
@@ -211,25 +225,20 @@ def build_swift_weight_sync_store_timeout_terminal(root: Path):
     """ms-swift GRPO (ClevrCount best practice) with a `swift rollout` server: after ~90 steps the weight push to the
     server times out (TCPStore 300 s), the server's collective_rpc fails and the trainer exits. Captured after the
     pod ended: nothing left to kill."""
-    cap = Capture(root, "swift_weight_sync_store_timeout_terminal", 6901)
+    now, start, end = at("17:06:00"), at("14:58:00"), at("16:59:05")
+    failed = tuple({"ts": f"{DAY}T{t}Z", "state": "failed", "pods": 0, "failure_count": 1, "preemption_count": 0,
+                    "attempt": 0, "max_retries": 0,
+                    "attempts": [{"attempt": 0, "terminal_state": "failed", "exit_code": 1,
+                                  "ended_at": f"{DAY}T16:59:05Z",
+                                  "error": "torch.distributed.DistStoreError: wait timeout after 300000ms, keys: "
+                                           "/broadcast_from/0/75465"}]}
+                   for t in ("17:00:10", "17:02:11", "17:04:09"))
+    cap = incident_capture(root, "swift_weight_sync_store_timeout_terminal", 6901, job_id="swift-grpo-clevr-count-0710",
+                           scheduler="kubernetes", now=now, polls=(start + M(1), end - S(20), 120), final_rows=failed,
+                           model=model_info("Qwen2.5-VL-3B-Instruct", 3.8), hardware=("H100-80GB-SXM", 8, 1),
+                           engines=1, engine_tp=1, colocated=False, max_retries=0, expected_step_s=75,
+                           new="ms-swift multimodal GRPO (ClevrCount) with vllm_mode=server")
     rng = cap.rng
-    now = at("17:06:00")
-    start = at("14:58:00")
-    jid = "swift-grpo-clevr-count-0710"
-    end = at("16:59:05")
-    cap.capture_json(jid, "local", "kubernetes", now)
-    rows = state_rows(start + M(1), end - S(20), 120, rng, pods=1, max_retries=0)
-    rows += [{"ts": f"{DAY}T{t}Z", "state": "failed", "pods": 0, "failure_count": 1, "preemption_count": 0,
-              "attempt": 0, "max_retries": 0,
-              "attempts": [{"attempt": 0, "terminal_state": "failed", "exit_code": 1, "ended_at": f"{DAY}T16:59:05Z",
-                            "error": "torch.distributed.DistStoreError: wait timeout after 300000ms, keys: "
-                                     "/broadcast_from/0/75465"}]}
-             for t in ("17:00:10", "17:02:11", "17:04:09")]
-    cap.state_jsonl(rows)
-    cap.job_json(jid, model_info("Qwen2.5-VL-3B-Instruct", 3.8), ("H100-80GB-SXM", 8, 1),
-                 {"num_inference_engines": 1, "engine_tp": 1, "engine_ep": 1, "colocated": False},
-                 rollout=rollout_info(), expected_step_s=75, max_retries=0, enforce_eager=False,
-                 new="ms-swift multimodal GRPO (ClevrCount) with vllm_mode=server")
     trainer_real = excerpt("open-r1-690_swift_trainer_socket_timeout")
     tail_real = excerpt("ms-swift-4906_diststore_barrier_tail")
     server_real = excerpt("open-r1-690_rollout_server_collective_rpc")
@@ -251,14 +260,12 @@ def build_swift_weight_sync_store_timeout_terminal(root: Path):
         t += S(76 + rng.random() * 8)
     # the 91st weight push never completes: the server accepts one last param, then the store waits run out
     srv.add(at("16:40:36"), server_real[0])
-    for k, ln in enumerate(server_real[1:]):
-        srv.add(at("16:53:50") + S(0.001 * k), rebase(ln, ("07-10", "11-20")))
+    add_block(srv, at("16:53:50"), server_real[1:], ("07-10", "11-20"))
     glog = [("[W710", "[W1120")]
     trn.add(at("16:45:37"), rebase(trainer_real[0], *glog))
     trn.add(at("16:53:50"), rebase(trainer_real[1], *glog))
     trn.add(at("16:58:50"), rebase(trainer_real[2], *glog))
-    for k, ln in enumerate(trainer_real[3:] + tail_real):
-        trn.add(at("16:58:51") + S(0.001 * k), ln)
+    add_block(trn, at("16:58:51"), trainer_real[3:] + tail_real)
     cap.write_text("logs/train.log", trn.render())
     cap.write_text("logs/swift-rollout.log", srv.render())
     cap.expect(verdict=["NO-KILL"], status=["TERMINAL"], failing=["A"], must_not_fail=["restarts"],
@@ -293,35 +300,33 @@ def build_vllm_slow_startup_client_waiting(root: Path):
     """A training pipeline's vLLM (TP=8) still starting up 2 min in while the controlling process polls it:
     'Waiting for the vLLM server to start ... Attempt: 9/100' next to weights loading and CUDA-graph capture.
     Healthy: the maintainers say start-up can take ~10 min, which is why the client allows 100-300 attempts."""
-    cap = Capture(root, "vllm_slow_startup_client_waiting", 2092)
+    now, start = at("23:29:40"), at("23:27:31")
+    cap = incident_capture(root, "vllm_slow_startup_client_waiting", 2092, job_id="ilab-phased-train-eval-0817",
+                           scheduler="kubernetes", now=now, polls=(start + S(4), now - S(6), 30),
+                           model=model_info("granite-7b-lab", 7.0), hardware=("H100-80GB-SXM", 8, 1), engines=1,
+                           engine_tp=8, colocated=False, max_retries=1,
+                           new="phased training's evaluation step serving the checkpoint with TP=8")
     rng = cap.rng
-    now = at("23:29:40")
-    start = at("23:27:31")
-    jid = "ilab-phased-train-eval-0817"
-    cap.capture_json(jid, "local", "kubernetes", now)
-    cap.state_jsonl(state_rows(start + S(4), now - S(6), 30, rng, pods=1, max_retries=1))
-    cap.job_json(jid, model_info("granite-7b-lab", 7.0), ("H100-80GB-SXM", 8, 1),
-                 {"num_inference_engines": 1, "engine_tp": 8, "engine_ep": 1, "colocated": False},
-                 rollout=rollout_info(), max_retries=1, enforce_eager=False,
-                 new="phased training's evaluation step serving the checkpoint with TP=8")
     real = excerpt("instructlab-2092_vllm_loading_while_client_waits")
     log = Log()
     # reconstructed bring-up before the pasted window: the engine prints its config, the client starts polling
     log.add(at("23:28:20"), f"INFO {md(at('23:28:20'))} llm_engine.py:184] Initializing an LLM engine (v0.5.3.post1) with "
                             "config: model='/var/mnt/inst-xfs/ckpts/hf_format/samples_29117', tensor_parallel_size=8, "
                             "dtype=torch.bfloat16, max_seq_len=4096, enforce_eager=False")
-    for k in range(1, 5):
-        tk = at("23:28:58") + S(4.45 * (k - 1)) + S(rng.random() * 0.2)
+
+    def waiting(tk: datetime, attempt: int) -> None:
         log.add(tk, f"INFO {DAY} {tk:%H:%M:%S},{rng.randint(100, 999)} instructlab.model.backends.backends:466: Waiting "
-                    f"for the vLLM server to start at http://127.0.0.1:43911/v1, this might take a moment... Attempt: {k}/100")
+                    f"for the vLLM server to start at http://127.0.0.1:43911/v1, this might take a moment... Attempt: "
+                    f"{attempt}/100")
+
+    for k in range(1, 5):
+        waiting(at("23:28:58") + S(4.45 * (k - 1)) + S(rng.random() * 0.2), k)
     stamps = ["23:29:12", "23:29:16", "23:29:21", "23:29:21", "23:29:22", "23:29:22", "23:29:22", "23:29:22",
               "23:29:22", "23:29:22", "23:29:30", "23:29:34"]
     for k, (ln, hms) in enumerate(zip(real, stamps, strict=True)):
         log.add(at(hms) + S(0.001 * k), rebase(ln, ("2024-08-17", DAY), ("08-17", "11-20")))
-    log.add(at("23:29:25"), f"INFO {DAY} 23:29:25,{rng.randint(100, 999)} instructlab.model.backends.backends:466: Waiting "
-                            "for the vLLM server to start at http://127.0.0.1:43911/v1, this might take a moment... Attempt: 7/100")
-    log.add(at("23:29:30"), f"INFO {DAY} 23:29:30,{rng.randint(100, 999)} instructlab.model.backends.backends:466: Waiting "
-                            "for the vLLM server to start at http://127.0.0.1:43911/v1, this might take a moment... Attempt: 8/100")
+    waiting(at("23:29:25"), 7)
+    waiting(at("23:29:30"), 8)
     cap.write_text("logs/pod_rank0.log", log.render())
     cap.expect(verdict=["NO-KILL"], status=["ALIVE", "UNKNOWN"], failing=[], must_not_fail=["A", "B", "C", "restarts"],
                why="Early bring-up (seed §5: 'NO-KILL if ... the only failures have a legitimate early-bring-up explanation'). "
@@ -348,17 +353,13 @@ def build_slime_silent_hang_after_actor_train(root: Path):
     """slime (Megatron + colocated SGLang, 8x B200, Qwen3-4B): ten rollout/train cycles, then 'Timer actor_train
     start' and for hours nothing but the engines answering the router's /metrics scrape. No error, no watchdog,
     no GPU view in the thread: silence alone."""
-    cap = Capture(root, "slime_silent_hang_after_actor_train", 14871)
+    now, start = at("09:52:00"), at("03:10:00")
+    cap = incident_capture(root, "slime_silent_hang_after_actor_train", 14871, job_id="slime-qwen3-4b-cp4-tp2-0324",
+                           scheduler="other", now=now, polls=(start + M(1), now - S(25), 300),
+                           model=model_info("Qwen3-4B", 4.0), hardware=("B200-180GB", 8, 1), engines=8, engine_tp=1,
+                           colocated=True, max_retries=0,
+                           new="first run with context-parallel 4 x tensor-parallel 2 and 40k-token responses")
     rng = cap.rng
-    now = at("09:52:00")
-    start = at("03:10:00")
-    jid = "slime-qwen3-4b-cp4-tp2-0324"
-    cap.capture_json(jid, "local", "other", now)
-    cap.state_jsonl(state_rows(start + M(1), now - S(25), 300, rng, pods=1, max_retries=0))
-    cap.job_json(jid, model_info("Qwen3-4B", 4.0), ("B200-180GB", 8, 1),
-                 {"num_inference_engines": 8, "engine_tp": 1, "engine_ep": 1, "colocated": True},
-                 rollout=rollout_info(), max_retries=0, enforce_eager=False,
-                 new="first run with context-parallel 4 x tensor-parallel 2 and 40k-token responses")
     real = excerpt("slime-1487_actor_train_start_then_pings")
     log = Log()
     tr, en = "(MegatronTrainRayActor pid=19450) ", "(SGLangEngine pid=17467) "
