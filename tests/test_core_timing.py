@@ -104,6 +104,7 @@ def test_an_unraisable_traceback_cut_by_a_batch_boundary_is_still_not_fatal(core
     v = job.judge(75)
     assert "A.fatal_traceback_no_progress" not in v.gates.A.codes
     assert "A.fatal_traceback" not in v.gates.A.codes
+    assert [(tb.exc_type, tb.swallowed, tb.fatal) for tb in job.last_state.tracebacks] == [("TimeoutError", True, False)]
     raised = Job(core).spec().states(0, 75, every=1)  # without the hook's line the same cut is the job's death
     raised.steps(0, 60)
     raised.log(60.5, lines[1:max(cut, 2)])

@@ -384,10 +384,11 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     tally.flush(state)
     # Carry the traceback context over the batch boundary (matched lines only, so a reader that
     # decodes only matches and their look-back carries the same).
-    # A header the unraisable hook printed is not carried: its exception was discarded.
-    ago = (None if context_void else len(lines) - newest_context) if newest_context >= 0 else (
+    ago = len(lines) - newest_context if newest_context >= 0 else (
         None if st.fatal_context_ago is None else st.fatal_context_ago + len(lines))
     st.fatal_context_ago = ago if ago is not None and ago <= _FATAL_CONTEXT_LINES else None
+    if newest_context >= 0:
+        st.fatal_context_swallowed = context_void  # a header the unraisable hook printed: its exception was discarded
     st.unraisable_at_end = newest_unraisable == len(lines) - 1
     return findings
 
@@ -546,11 +547,14 @@ def _python_exception(state: JobHealth, m: LineMatch, role: str, ts: float | Non
     context = [strip_ansi(x) for x in lines[start: m.index]]
     header = _newest_fatal_context(context)
     st = state.streams.get(key)
-    fatal_context = header is not None and not _unraisable(context, header, start == 0 and st is not None
-                                                              and st.unraisable_at_end)
-    if header is None:
+    if header is not None:
+        swallowed = _unraisable(context, header, start == 0 and st is not None and st.unraisable_at_end)
+        fatal_context = not swallowed
+    else:
         carried = st.fatal_context_ago if st is not None else None
-        fatal_context = carried is not None and carried + m.index <= _FATAL_CONTEXT_LINES
+        in_reach = carried is not None and carried + m.index <= _FATAL_CONTEXT_LINES
+        swallowed = in_reach and st is not None and st.fatal_context_swallowed
+        fatal_context = in_reach and not swallowed
     fatal = role in (roles.TRAINER, roles.OTHER) and fatal_context
     fclass = failure_class_of(exc_type + ": " + message)
     rec = TracebackRec(
@@ -559,6 +563,7 @@ def _python_exception(state: JobHealth, m: LineMatch, role: str, ts: float | Non
         text=clip("\n".join(x for x in context[-6:] if x.strip()) + "\n" + m.text, 800), fatal=fatal,
     )
     rec.consequence = is_consequence(exc_type, message)
+    rec.swallowed = swallowed
     # Consecutive exception lines of one stream within 2 s are one chained failure. Python prints the
     # original cause first ("The above exception was the direct cause ..."), so keep the first unless
     # it is itself a consequence or a wrapper (RayTaskError prints the remote cause after its header).
@@ -566,6 +571,8 @@ def _python_exception(state: JobHealth, m: LineMatch, role: str, ts: float | Non
     prev = tbs[-1] if tbs else None
     if prev is not None and prev.stream == key and prev.attempt == attempt and ts is not None and prev.ts is not None \
             and abs(ts - prev.ts) < 2.0:
+        if prev.swallowed:  # the rest of a chain the unraisable hook printed ("During handling of ...")
+            rec.swallowed, rec.fatal = True, False
         wrapper = prev.consequence or "RayTaskError" in prev.exc_type or prev.failure_class in ("RayTaskError", "other")
         if wrapper and not rec.consequence:
             rec.fatal = rec.fatal or prev.fatal

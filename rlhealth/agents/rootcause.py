@@ -50,7 +50,8 @@ def causal_traceback(tracebacks: list[TracebackRec], attempt: int | None = None)
     """The causal exception of `attempt`: near the fatal one (or the last one), skip consequences;
     when ranks raised different exceptions, the one unlike the rest (the majority is the healthy
     ranks timing out on the culprit)."""
-    pool = [tb for tb in tracebacks if attempt is None or tb.attempt is None or tb.attempt == attempt]
+    pool = [tb for tb in tracebacks if (attempt is None or tb.attempt is None or tb.attempt == attempt)
+            and not tb.swallowed]  # an exception Python discarded caused nothing
     if not pool:
         return None
     anchor = next((tb for tb in reversed(pool) if tb.fatal), pool[-1])

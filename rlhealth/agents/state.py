@@ -76,8 +76,10 @@ class StreamState(msgspec.Struct):
     # ("Traceback (most recent call last)", RayTaskError, ...), while within the traceback look-back:
     # a traceback cut by a batch boundary keeps its context (None: none that recent).
     fatal_context_ago: int | None = None
-    # The last line of the last batch was Python's "Exception ignored in: ..." (its traceback, in the next
-    # batch, was discarded: not fatal context)
+    # The carried traceback header is one Python's unraisable hook printed (its exception was discarded)
+    fatal_context_swallowed: bool = False
+    # The last line of the last batch was Python's "Exception ignored in: ..." (the header that follows it,
+    # in the next batch, is the unraisable hook's)
     unraisable_at_end: bool = False
 
 
@@ -117,6 +119,9 @@ class TracebackRec(msgspec.Struct):
     text: str
     fatal: bool = False
     consequence: bool = False  # a type or message that points at a cause elsewhere ("see stack trace above")
+    # printed by Python's unraisable hook ("Exception ignored in: ..."): discarded, the process carried on,
+    # so it is never a job's death nor its root cause
+    swallowed: bool = False
 
 
 class TrainerState(msgspec.Struct):
