@@ -110,3 +110,14 @@ def test_an_unraisable_traceback_cut_by_a_batch_boundary_is_still_not_fatal(core
     raised.log(60.5, lines[1:max(cut, 2)])
     raised.log(60.6, lines[max(cut, 2):])
     assert raised.judge(75).gates.A.codes[0] in ("A.fatal_traceback_no_progress", "A.fatal_traceback")
+
+
+def test_a_late_trainer_is_alive_a_stale_one_without_a_signature_is_unknown(core) -> None:
+    """Late (past 1.5 cadences, inside the staleness threshold): a long step, ALIVE. Stale with no hang signature:
+    its logs are not fresh (not ALIVE) and nothing says it hangs (not WEDGED). Both NO-KILL and escalate."""
+    job = Job(core).spec(expected_step_s=600).states(0, 140, every=1)
+    job.steps(0, 60, step_min=10)
+    late, stale = job.judge(77), job.judge(140)
+    assert [(v.gates.A.codes, v.verdict, v.escalate) for v in (late, stale)] == \
+        [(["A.trainer_stale_no_signature"], "NO-KILL", True)] * 2
+    assert (late.job_status, stale.job_status) == ("ALIVE", "UNKNOWN")

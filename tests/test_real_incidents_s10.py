@@ -9,8 +9,6 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-import pytest
-
 from rlhealth.agents.signatures import Classifier
 from rlhealth.embedded import probe
 from rlhealth.rules import load_rules
@@ -19,9 +17,6 @@ from rlhealth.schemas import Verdict
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 EXCERPTS = SCENARIOS / "real_excerpts"
-
-STALE_ALIVE = ("core: agents/gate_liveness.py gives job_status ALIVE to a trainer silent 10x its cadence "
-               "(A.trainer_stale_no_signature)")
 
 
 @cache
@@ -141,7 +136,7 @@ def test_slime_hours_of_metrics_pings_after_actor_train_escalate_without_kill() 
     assert v.gates.A.status != "FAIL" and v.gates.A.families == []
 
 
-@pytest.mark.xfail(strict=True, reason=STALE_ALIVE)
 def test_slime_trainer_silent_ten_cadences_is_not_reported_alive() -> None:
+    """Stale logs are not ALIVE and no signature is not WEDGED: the status is UNKNOWN."""
     v = judged("slime_silent_hang_after_actor_train")
-    assert v.job_status in ("WEDGED", "UNKNOWN")
+    assert v.job_status == "UNKNOWN"

@@ -124,7 +124,10 @@ def gate_a(ctx: Context, restarts: RestartResult) -> GateResult:
         return tail
 
     if ctx.trainer_late:
-        g.status, g.job_status, g.escalate, g.code = "UNKNOWN", "ALIVE", True, Code.TRAINER_STALE
+        # Late but within its staleness threshold, a trainer may be in a long step: ALIVE. Beyond it, with no hang
+        # signature, neither ALIVE (its logs are stale) nor WEDGED (no signature): the status is unknown.
+        g.status, g.escalate, g.code = "UNKNOWN", True, Code.TRAINER_STALE
+        g.job_status = "UNKNOWN" if ctx.trainer_stale else "ALIVE"
         _note_lent_progress(ctx, g)
         g.facts.update(since_s=ctx.trainer_since_s, cadence_s=ctx.cadence_s, cadence_source=ctx.cadence_source)
         g.watch.append(("hang_signature", {}))

@@ -163,6 +163,9 @@ def decide(ctx: Context, a: GateResult, b: GateResult, c: GateResult, r: Restart
             unknown = [k for k, g in gates.items() if g.status == "UNKNOWN"]
             confidence = "high" if not unknown else ("low" if escalate else "medium")
         status = a.job_status or "UNKNOWN"
+        if verdict == "KILL" and a.code == Code.TRAINER_STALE and status == "UNKNOWN":
+            # stale beyond its cadence (Gate A) and the failing gate supplies the signature Gate A lacked
+            status = "WEDGED"
         if verdict == "KILL":
             order = ["A", "B", "C"]
             primary = next((fails[k] for k in order if k in fails), None)

@@ -51,9 +51,6 @@ def rebase(line: str, *pairs: tuple[str, str]) -> str:
     return line
 
 
-GAP_STALE_ALIVE = ("agents/gate_liveness.py: a trainer silent 10x its cadence with no signature gets job_status ALIVE "
-                   "(A.trainer_stale_no_signature); the verdict (NO-KILL + escalate) is right, the status is not.")
-
 
 def incident_capture(root: Path, name: str, seed: int, *, job_id: str, scheduler: str, now: datetime,
                      polls: tuple[datetime, datetime, int], model: dict, hardware: tuple[str, int, int],
@@ -422,7 +419,6 @@ def build_slime_silent_hang_after_actor_train(root: Path):
                     "format with new ports every 15 s; cycles 0-8 (decode batches, rollout/passrate lines), capture.json, "
                     "job.json (8x B200, Qwen3-4B, colocated, from the issue's config) and state.jsonl are reconstructed"),
                ])
-    core_gap(cap, GAP_STALE_ALIVE)
 
 
 BUILDERS = {
