@@ -14,20 +14,25 @@ from tests.corekit import Job, at, c10_ts
 T = 1_000_000.0  # the watchdog line's time
 
 
+S = "logs/train.log"
+
+
 @pytest.mark.parametrize(("progress", "bound", "stuck", "attempt", "expect"), [
-    (T, True, (T, T - 1800, None), None, T - 1800),  # lent by the watchdog's own batch: moved to the issue time
-    (T + 299, True, (T, T - 1800, None), None, T - 1800),  # lent a little after it (the stamp that followed)
-    (T + 301, True, (T, T - 1800, None), None, T + 301),  # lent long after: later output, outside the window
-    (T - 1801, True, (T, T - 1800, None), None, T - 1801),  # already older than the issue time
-    (T - 1800, True, (T, T - 1800, None), None, T - 1800),  # equal: nothing to move
-    (T, False, (T, T - 1800, None), None, T),  # a time of its own (or after an earlier stamp): believed
+    (T, True, (T, T - 1800, None, S), None, T - 1800),  # lent by the watchdog's own batch: moved to the issue time
+    (T + 299, True, (T, T - 1800, None, S), None, T - 1800),  # lent a little after it (the stamp that followed)
+    (T + 301, True, (T, T - 1800, None, S), None, T + 301),  # lent long after: later output, outside the window
+    (T - 1801, True, (T, T - 1800, None, S), None, T - 1801),  # already older than the issue time
+    (T - 1800, True, (T, T - 1800, None, S), None, T - 1800),  # equal: nothing to move
+    (T, False, (T, T - 1800, None, S), None, T),  # a time of its own (or after an earlier stamp): believed
+    (T, True, (T, T - 1800, None, "logs/engine.log"), None, T),  # the watchdog in another stream: its time not lent
     (T, True, None, None, T),  # no watchdog duration
-    (T, True, (T, T - 1800, 1), 2, T),  # the hang was an earlier attempt's
-    (T, True, (T, T - 1800, 2), 2, T - 1800),  # this attempt's
-    (None, True, (T, T - 1800, None), None, None),  # no progress at all
+    (T, True, (T, T - 1800, 1, S), 2, T),  # the hang was an earlier attempt's
+    (T, True, (T, T - 1800, 2, S), 2, T - 1800),  # this attempt's
+    (None, True, (T, T - 1800, None, S), None, None),  # no progress at all
 ])
 def test_progress_time_table(progress, bound, stuck, attempt, expect) -> None:
     state = JobHealth(job_id="j")
+    state.trainer.last_progress_source = S
     state.trainer.last_progress_ts = progress
     state.trainer.last_progress_bound = bound
     state.collective_stuck = stuck
@@ -91,3 +96,18 @@ def test_the_verdict_does_not_depend_on_where_the_batches_were_cut(core) -> None
         job.log(100, lines[i:i + 7], stream="logs/train.log")
     cut = job.judge(102)
     assert (cut.verdict, cut.job_status, cut.gates.A.codes) == (whole.verdict, whole.job_status, whole.gates.A.codes)
+
+
+@pytest.mark.parametrize(("progress_stream", "moved"), [
+    ("logs/train.log.2.gz", True),  # an older rotation of the watchdog's log lent its time by the newer one
+    ("logs/train.log.1", True),
+    ("logs/other/train.log", False),  # the same name in another folder is another log
+    ("logs/train.out", False),
+])
+def test_a_rotation_of_the_watchdogs_log_is_the_same_log(progress_stream: str, moved: bool) -> None:
+    state = JobHealth(job_id="j")
+    state.trainer.last_progress_source = progress_stream
+    state.trainer.last_progress_ts = T
+    state.trainer.last_progress_bound = True
+    state.collective_stuck = (T, T - 1800, None, S)
+    assert (progress_time(state).ts == T - 1800) == moved

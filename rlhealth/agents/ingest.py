@@ -474,7 +474,7 @@ def _apply_match(state: JobHealth, m: LineMatch, rest: str, prefixes, role: str,
             push_capped(state.xids, (ts, batch.source.host or key, code, ev.text), MAX_TRACEBACKS)
     elif effect == "hang":
         _rank_progress(state, f, m.text, ts)
-        _collective_stuck(state, f, ts, attempt)
+        _collective_stuck(state, f, ts, attempt, key)
         if ts is not None and (key in state.hang_streams or len(state.hang_streams) < MAX_RANKS):
             state.hang_streams[key] = max(ts, state.hang_streams.get(key, ts))
     if sig == "python_exception":
@@ -506,7 +506,7 @@ def _rank_progress(state: JobHealth, f: dict, text: str, ts: float | None) -> No
         state.rank_last_completed[rank] = (seq, ts)
 
 
-def _collective_stuck(state: JobHealth, f: dict, ts: float | None, attempt: int | None) -> None:
+def _collective_stuck(state: JobHealth, f: dict, ts: float | None, attempt: int | None, key: str) -> None:
     """A hang line that says how long its collective ran ("ran for N milliseconds", field `ran_ms`)
     dates when it was issued; the newest such line is kept (progress_time.py reads it)."""
     ran_ms = to_float(f.get("ran_ms"))
@@ -515,7 +515,7 @@ def _collective_stuck(state: JobHealth, f: dict, ts: float | None, attempt: int 
     issued = ts - ran_ms / 1000.0
     cur = state.collective_stuck
     if cur is None or ts > cur[0] or (ts == cur[0] and issued < cur[1]):
-        state.collective_stuck = (ts, issued, attempt)
+        state.collective_stuck = (ts, issued, attempt, key)
 
 
 def _newest_fatal_context(context: list[str]) -> int | None:

@@ -10,13 +10,16 @@ the collective was issued, and no step of that group completed from then on (lat
 behind it). So a progress time that is only an upper bound, falling inside that stuck window, cannot
 show that the trainer advanced after the collective was issued: the trainer's last progress is then
 taken as the issue time. A progress line with a time of its own (or after an earlier stamp of its
-stream) inside the window is believed: a stuck side group (an engine's) does not stop a trainer.
+stream) inside the window is believed: a stuck side group (an engine's) does not stop a trainer. So is one
+in another stream than the watchdog's: there its time is not the watchdog's (a file with no stamp at all
+takes its mtime, the time of its last line), and the two files' order says nothing.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+from rlhealth.agents.lognames import unrotated_name
 from rlhealth.agents.state import JobHealth
 from rlhealth.agents.thresholds import DEFAULT, Thresholds
 
@@ -33,10 +36,12 @@ def progress_time(state: JobHealth, t: Thresholds = DEFAULT) -> ProgressTime:
     stuck = state.collective_stuck
     if ts is None or not tr.last_progress_bound or stuck is None:
         return ProgressTime(ts, None)
-    seen, issued, attempt = stuck
+    seen, issued, attempt, stream = stuck
     current = state.sched.attempt
     if attempt is not None and current is not None and attempt != current:
         return ProgressTime(ts, None)  # an earlier attempt's hang says nothing of this one's steps
+    if unrotated_name(stream) != unrotated_name(tr.last_progress_source):  # a rotation is the same log
+        return ProgressTime(ts, None)
     # Only a time lent near the watchdog line (read with it, or the first stamp after the progress line
     # and the watchdog both): a lent time long after it comes from later output, which the stuck window
     # does not cover.

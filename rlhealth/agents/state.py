@@ -230,8 +230,8 @@ class JobHealth(msgspec.Struct):
     # Streams that logged a hang line: stream -> newest hang ts (a rank silent among them is the suspect).
     hang_streams: dict[str, float] = msgspec.field(default_factory=dict)
     # The newest hang line that said how long its collective had been stuck ("ran for N milliseconds"):
-    # (its time, the time the collective was issued, attempt). No step of that group completed in between.
-    collective_stuck: tuple[float, float, int | None] | None = None
+    # (its time, the time the collective was issued, attempt, stream). No step of that group completed between.
+    collective_stuck: tuple[float, float, int | None, str] | None = None
     # Xid lines: (ts, stream or host, code, text), newest last.
     xids: list[tuple[float, str, int, str]] = msgspec.field(default_factory=list)
     # Lines already folded per shipped file ("stream\0file_id" -> sorted disjoint [first, end) line

@@ -12,22 +12,22 @@ from __future__ import annotations
 
 import bz2
 import lzma
-import re
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-# What rotation appends: a generation number, or a date (logrotate dateext, kubelet), then a codec.
+from rlhealth.agents.lognames import CODEC_SUFFIXES, codec_suffix, rotation, unrotated_name
+
 _CODECS: dict[str, Callable[[], Any]] = {
     ".gz": lambda: zlib.decompressobj(wbits=31),  # a gzip member
     ".bz2": bz2.BZ2Decompressor,
     ".xz": lzma.LZMADecompressor,
 }
 # Compressed forms rlhealth cannot read with the standard library, and archives (many files in one).
+assert tuple(_CODECS) == CODEC_SUFFIXES
 UNREADABLE_SUFFIXES = (".zst", ".lz4", ".zip", ".tar", ".tgz", ".7z")
-_ROTATION_RE = re.compile(r"[.-](?:\d{1,4}|\d{8}(?:-\d{6})?)$")
 _IN_CHUNK_BYTES = 64 << 10
 
 
@@ -39,36 +39,9 @@ def is_packed(name: str) -> bool:
     return codec_suffix(name) is not None or name.endswith(UNREADABLE_SUFFIXES)
 
 
-def codec_suffix(name: str) -> str | None:
-    """".gz", ".bz2" or ".xz" when the file is compressed with a codec rlhealth reads, else None."""
-    for suffix in _CODECS:
-        if name.endswith(suffix):
-            return suffix
-    return None
-
-
-def _rotation(name: str) -> tuple[str, str | None]:
-    """(the name before rotation and compression, the rotation's mark: a generation or a date, None
-    for the live file). A trailing number is a rotation only when what is left still has an extension."""
-    suffix = codec_suffix(name)
-    if suffix is not None:
-        name = name[: -len(suffix)]
-    m = _ROTATION_RE.search(name)
-    if m is None or "." not in name[: m.start()]:
-        return name, None
-    return name[: m.start()], m.group(0)[1:]
-
-
-def unrotated_name(name: str) -> str:
-    """The file's name before rotation and compression: `123.out.1` -> `123.out`,
-    `pod_rank0.log.2.gz` -> `pod_rank0.log`, `0.log.20261201-101500.gz` -> `0.log`; `123.out` and
-    `worker-7.log` keep theirs."""
-    return _rotation(name)[0]
-
-
 def _age_key(name: str) -> tuple[int, str, int]:
     """Oldest first: `x.log.3.gz`, `x.log.2`, `x.log.1`, then `x.log`; dated rotations by date."""
-    mark = _rotation(name)[1]
+    mark = rotation(name)[1]
     if mark is None:
         return (1, "", 0)  # the live file
     return (0, mark, 0) if len(mark) >= 8 else (0, "", -int(mark))
