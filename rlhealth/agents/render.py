@@ -124,6 +124,10 @@ _SLOW = {
 
 # The engine kind a stats line's rule names (rule ids are '<pack>.<name>'), for wording only.
 _ENGINE_KINDS = {"vllm": "vLLM", "sglang": "SGLang"}
+# why an idle engine of that kind prints nothing
+_IDLE_QUIET = {"vLLM": "vLLM logs idle intervals at DEBUG",
+               "SGLang": "SGLang prints a 'Decode batch' line only while it decodes"}
+_IDLE_ANY = "an idle engine prints no stats line"
 
 
 def _engine_kind(g: GateResult) -> str:
@@ -250,8 +254,8 @@ def gate_summary(g: GateResult) -> str:
                 f"{_shape(f['shape'])}")
     if c == Code.ENGINES_QUIET:
         kind = _engine_kind(g)
-        return (f"no {kind} stats for {age(f['silent_s'])}: engines idle or hung ({kind} logs no stats line while "
-                f"idle, and a hung engine goes quiet too); when last seen: {_shape(f['shape'])}")
+        return (f"no {kind} stats for {age(f['silent_s'])}: engines idle or hung ({_IDLE_QUIET.get(kind, _IDLE_ANY)}, "
+                f"and a hung engine goes quiet too); when last seen: {_shape(f['shape'])}")
     if c == Code.ENGINES_IDLE:
         return (f"engines idle: no requests in flight (Running 0, Waiting 0); rollouts are not reaching the engines "
                 f"(see Gate C). {_shape(f['shape'])}")
