@@ -18,6 +18,7 @@ from rlhealth.agents.fold_common import as_int, clip, epoch, to_float, touch_rol
 from rlhealth.agents.fold_engines import engine_config, engine_stats, fold_engine_rows
 from rlhealth.agents.fold_trainer import LatestProgress, fold_progress, trainer_progress
 from rlhealth.agents.normalize import (
+    date_time_only,
     line_timestamp,
     line_timestamp_seen,
     peel_and_stamp_batch,
@@ -267,6 +268,9 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
                     # a long traceback's exception line: its look-back lines are read anyway, and the time
                     # before the traceback places it in its attempt better than the stream's last time
                     dt = _line_time(lines, index, now, memo, explicit_ts, None, _TB_LOOKBACK)
+                if dt is not None and own_dt is None:
+                    # a time-only stamp (OpenHands' "HH:MM:SS - ") takes its date from that earlier full stamp
+                    dt = date_time_only(pk[1], dt) or dt
             if dt is None:
                 ts = no_ts
             elif dt is stamp:

@@ -484,6 +484,31 @@ def _stamp_of_match(m: re.Match[str], ref: datetime, tz: tzinfo) -> datetime | N
     return _MISS
 
 
+# A clock with no date: OpenHands' logger ("%H:%M:%S - openhands:INFO: ..."). It is not a stamp on its own
+# (line_timestamp gives None): a date would have to be invented. `date_time_only` dates it from a full stamp
+# the caller found earlier in the same source.
+_TIME_ONLY_RE = re.compile(r"(\d\d):(\d\d):(\d\d) - ")
+_ROLLOVER = timedelta(hours=12)
+
+
+def date_time_only(rest: str, earlier: datetime, tz: tzinfo = UTC) -> datetime | None:
+    """The time a peeled line's leading time-only stamp (``HH:MM:SS - ``) names, on the date of `earlier`
+    (the nearest earlier full stamp of the same source, an aware datetime) read in `tz`, like every zone-less
+    stamp; the next day when that would put it more than 12 h before `earlier` (midnight passed between
+    them). None when the line does not start with such a stamp."""
+    if rest[2:3] != ":" or (m := _TIME_ONLY_RE.match(rest)) is None:
+        return None
+    h, mi, s = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    local = earlier.astimezone(tz)
+    try:
+        dt = local.replace(hour=h, minute=mi, second=s, microsecond=0)
+    except ValueError:  # 24:00:00, 12:61:00
+        return None
+    if dt < local - _ROLLOVER:
+        dt += timedelta(days=1)
+    return dt.astimezone(UTC)
+
+
 @dataclass(frozen=True, slots=True)
 class NormalizedLine:
     raw: str

@@ -133,6 +133,20 @@ _SLOW = {
 }
 
 
+# The engine kind a stats line's rule names (rule ids are '<pack>.<name>'), for wording only.
+_ENGINE_KINDS = {"vllm": "vLLM", "sglang": "SGLang"}
+# why an idle engine of that kind prints nothing
+_IDLE_QUIET = {"vLLM": "vLLM logs idle intervals at DEBUG",
+               "SGLang": "SGLang prints a 'Decode batch' line only while it decodes"}
+_IDLE_ANY = "an idle engine prints no stats line"
+
+
+def _engine_kind(g: GateResult) -> str:
+    """'vLLM', 'SGLang' or 'vLLM/SGLang' as the engine evidence's rules name them ('engine' when none does)."""
+    kinds = sorted({k for ev in g.evidence if (k := _ENGINE_KINDS.get(ev.rule_id.partition(".")[0]))})
+    return "/".join(kinds) or "engine"
+
+
 def gate_summary(g: GateResult) -> str:
     f, c = g.facts, g.code
     if c is None:
@@ -253,8 +267,9 @@ def gate_summary(g: GateResult) -> str:
                 f"across polls and no stats line since start-up, while {f['working']} other engine(s) generate. "
                 f"{_shape(f['shape'])}")
     if c == Code.ENGINES_QUIET:
-        return (f"no vLLM stats for {age(f['silent_s'])}: engines idle or hung (vLLM logs idle intervals at DEBUG, and "
-                f"a hung engine goes quiet too); when last seen: {_shape(f['shape'])}")
+        kind = _engine_kind(g)
+        return (f"no {kind} stats for {age(f['silent_s'])}: engines idle or hung ({_IDLE_QUIET.get(kind, _IDLE_ANY)}, "
+                f"and a hung engine goes quiet too); when last seen: {_shape(f['shape'])}")
     if c == Code.ENGINES_IDLE:
         return (f"engines idle: no requests in flight (Running 0, Waiting 0); rollouts are not reaching the engines "
                 f"(see Gate C). {_shape(f['shape'])}")
@@ -264,11 +279,11 @@ def gate_summary(g: GateResult) -> str:
     if c == Code.GENERATING:
         return f"engines generating: {_shape(f['shape'])}; no OOM"
     if c == Code.ENGINE_GPUS_IDLE:
-        return (f"engine GPUs on {', '.join(f['hosts'][:2])} hold memory at ~0% util across 3 polls and no vLLM stats "
-                f"lines were seen: engines loaded but not generating?")
+        return (f"engine GPUs on {', '.join(f['hosts'][:2])} hold memory at ~0% util across 3 polls and no engine "
+                f"stats lines (vLLM or SGLang) were seen: engines loaded but not generating?")
     if c == Code.GPUS_BUSY:
-        return (f"no vLLM stats lines, but GPUs busy (utilisation and power) on {len(f['hosts'])} host(s); no OOM; "
-                f"{_eager(f.get('eager'))}")
+        return (f"no engine stats lines (vLLM or SGLang), but GPUs busy (utilisation and power) on "
+                f"{len(f['hosts'])} host(s); no OOM; {_eager(f.get('eager'))}")
     if c == Code.B_NO_VIEW:
         return "no engine stats and no recent GPU polls: resources cannot be judged"
     # ---- Gate C
@@ -384,8 +399,10 @@ _WATCH: dict[str, Any] = {
     "state_poll": lambda f: "a state poll: if the job still reads running with this silence, it is wedged (→ KILL)",
     "engine_after_death": lambda f: (f"engine stats lines again within {age(f['after_s'])} of the death line; none "
                                      "→ the rollout side is down (→ KILL)"),
-    "engine_requests": lambda f: "vLLM stats lines with Running > 0 again once rollouts dispatch",
-    "engine_stats": lambda f: "vLLM 'Avg generation throughput' lines on every engine",
+    "engine_requests": lambda f: ("engine stats lines (vLLM's throughput line, SGLang's 'Decode batch') with "
+                                  "requests running again once rollouts dispatch"),
+    "engine_stats": lambda f: ("engine stats lines on every engine (vLLM's 'Avg generation throughput', SGLang's "
+                               "'Decode batch ... gen throughput')"),
     "throughput_floor": lambda f: (f"aggregate generation throughput falling below ~{f['floor']:,.0f} tok/s per busy "
                                    "engine, or Waiting growing far above Running (→ starvation, KILL)"),
     "first_results": lambda f: "the first result.json files and their rewards",
