@@ -13,6 +13,11 @@ taken as the issue time. A progress line with a time of its own (or after an ear
 stream) inside the window is believed: a stuck side group (an engine's) does not stop a trainer. So is one
 in another stream than the watchdog's: there its time is not the watchdog's (a file with no stamp at all
 takes its mtime, the time of its last line), and the two files' order says nothing.
+
+Known limit: a live tail of a log that never printed a stamp dates its lines when they were read, which is
+close to when they were written; such a line inside the stuck window of a watchdog later printed in the same
+log is still treated as unproven. In a synchronous RL loop a stuck collective stops the trainer, so this
+only errs for a side group's hang logged in the trainer's own unstamped stream.
 """
 
 from __future__ import annotations
