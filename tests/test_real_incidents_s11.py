@@ -17,6 +17,7 @@ from rlhealth.embedded import probe
 from rlhealth.rules import load_rules
 from rlhealth.runtime import build_core
 from rlhealth.schemas import Verdict
+from tests.corekit import Job
 from tests.scenario_support import load_expected
 
 SCENARIOS = Path(__file__).parent / "scenarios"
@@ -119,6 +120,16 @@ def test_verl_first_rollout_silent_46_minutes_escalates_without_kill() -> None:
     assert all(g.status != "FAIL" for g in (v.gates.A, v.gates.B, v.gates.C))
     assert families(v) == set()
 
+
+
+def test_running_pods_whose_only_logs_are_an_hour_old_are_not_reported_alive() -> None:
+    """The general rule behind verl#12 (core kit): no progress line ever and nothing logged for an hour while the
+    scheduler says running. Stale logs are not ALIVE and no signature is not WEDGED: UNKNOWN, escalate, NO-KILL."""
+    job = Job(build_core()).spec().states(0, 70)
+    job.log(5, ["(WorkerDict pid=29311) Before building vllm rollout, memory allocated (GB): 15.27"])
+    v = job.judge(70)
+    assert (v.verdict, v.job_status, v.escalate) == ("NO-KILL", "UNKNOWN", True)
+    assert v.gates.A.codes == ["A.no_progress_logs_stale"]
 
 # ---------------------------------------------------------------- kohya-ss/sd-scripts#1925
 
