@@ -155,6 +155,40 @@ def test_a_terminal_job_with_only_an_oom_kill_line_names_the_line(core) -> None:
     assert rc.rule_id and "Killed process 4242" in rc.message
 
 
+
+_RAY_OOM_TAIL = ("(ActorModelRayActor pid=8249) Refer to the documentation on how to address the out of memory issue: "
+                 "https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html. Consider provisioning more "
+                 "memory on this node or reducing task parallelism by requesting more CPUs per task.")
+
+
+def _failed_with(core, err: str, lines: list[str]) -> Verdict:
+    attempts = [dict(attempt=0, terminal_state="failed", exit_code=1, error=err, ended_at=at(40))]
+    job = Job(core).spec().states(0, 39)
+    job.log(39.5, lines, stream="logs/ray_job_submit.log")
+    return job.state(41, state="failed", pods=0, attempts=attempts, max_retries=0).judge(45)
+
+
+def test_a_bare_exit_status_yields_to_the_oom_kill_logged_in_that_attempt(core) -> None:
+    """OpenRLHF#911: the scheduler only says the entrypoint exited 1; the Ray memory-monitor kill in the log says
+    why. The OOM line is the root cause (host OOM), the scheduler's error stays in the evidence."""
+    v = _failed_with(core, "Job entrypoint command failed with exit code 1", [_RAY_OOM_TAIL])
+    rc = v.root_cause
+    assert rc is not None and v.job_status == "TERMINAL"
+    assert (rc.origin, rc.source) == ("signal_line", "logs/ray_job_submit.log")
+    assert any(e.source == "state poll" for e in v.gates.A.evidence)
+    assert any(s.startswith("Host OOM") for s in v.next_steps)
+
+
+def test_an_attempt_error_naming_an_exception_keeps_precedence_over_an_oom_line(core) -> None:
+    v = _failed_with(core, "torch.distributed.DistStoreError: wait timeout after 300000ms, keys: /x", [_RAY_OOM_TAIL])
+    assert v.root_cause is not None and v.root_cause.origin == "attempt_error"
+
+
+def test_a_bare_exit_status_with_no_typed_line_is_still_named(core) -> None:
+    v = _failed_with(core, "Job entrypoint command failed with exit code 1", ["step 3 done"])
+    assert v.root_cause is not None and v.root_cause.origin == "attempt_error"
+
+
 # ---------------------------------------------------------------- the wire and the sinks
 
 

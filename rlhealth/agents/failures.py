@@ -40,6 +40,9 @@ def is_infra_exception(name: str) -> bool:
 
 
 _CLASS_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    # Ray's memory monitor kills for node RAM and names it OutOfMemoryError / 'out of memory issue': host, not CUDA.
+    ("host_oom", re.compile(r"node running low on memory|killed due to memory pressure|ray-oom-prevention|"
+                            r"exceeds the memory usage threshold", re.I)),
     ("cuda_oom", re.compile(r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|out of memory", re.I)),
     ("host_oom", re.compile(r"OOMKilled|oom-kill|Killed process", re.I)),
     ("checkpoint_write", re.compile(r"PytorchStreamWriter failed|failed writing file|No space left on device|"

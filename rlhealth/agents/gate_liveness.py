@@ -139,8 +139,10 @@ def gate_a(ctx: Context, restarts: RestartResult) -> GateResult:
     if progress is None:
         newest_line = max((s.last_ts for s in state.streams.values() if s.last_ts is not None), default=None)
         if newest_line is None or now - newest_line > t.logs_not_fresh_s:
+            # Running pods whose logs have been silent this long, with no progress line ever, are not shown alive
+            # (stale logs are not ALIVE) nor wedged (no signature): the status is unknown, as for a stale trainer.
             g.status, g.escalate, g.code = "UNKNOWN", True, Code.LOGS_STALE
-            g.job_status = "ALIVE" if sc.state == "running" else "UNKNOWN"
+            g.job_status = "UNKNOWN"
             return g
         g.code = Code.NO_PROGRESS_FORMAT
         g.status = "PASS" if ctx.engines_generating else "UNKNOWN"

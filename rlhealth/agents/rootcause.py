@@ -10,6 +10,7 @@ kernel logged a hardware Xid.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from rlhealth.agents import roles
@@ -91,26 +92,52 @@ def root_cause(ctx: Context) -> RootCause:
     if errors:
         last = errors[-1]
         ev = Ev(last[3], "state poll", f"attempt {last[0]} {last[1]} (exit {last[2]}): {last[4]}")
+        rc.evidence.append(ev)
         if not rc.text:
+            typed = _typed_cause(ctx, last[0]) if _bare_exit(last[4] or "") else None
+            if typed is not None:
+                return _signal_cause(ctx, rc, *typed)
             rc.text = last[4] or ""
             rc.origin, rc.line, rc.attempt = "attempt_error", ev, last[0]
-        rc.evidence.append(ev)
     if not rc.text:
         for effect in ("oom", "hardware", "death", "infra"):
             for name, stat in ctx.signals(effect):
                 if stat.evidence:
-                    rc.text = stat.evidence[-1].text
-                    rc.evidence.append(stat.evidence[-1])
-                    rc.culprit = culprit_for(ctx, stat, ctx.catalog.decl(name))
-                    rc.origin, rc.line, rc.role = "signal_line", stat.evidence[-1], rc.culprit.role
-                    rc.attempt = stat.attempts[-1] if stat.attempts else None
-                    return rc
+                    return _signal_cause(ctx, rc, name, stat)
         # Only consequences were logged (torchrun closing workers, TCPStore broken pipes): show one,
         # labelled as such, rather than naming it the cause.
         for _name, stat in ctx.signals("fallout")[:1]:
             if stat.evidence:
                 rc.evidence.append(Ev(stat.evidence[-1].ts, stat.evidence[-1].source,
                                       f"(a consequence, not the cause) {stat.evidence[-1].text}"))
+    return rc
+
+
+# A scheduler error that is only a process's exit status ('Job entrypoint command failed with exit code 1',
+# 'exited with code 137') says that the job died, not why; an exception name in it would say why.
+_BARE_EXIT_RE = re.compile(r"(?i)\bexit(?:ed)?(?: with)? (?:code|status)\b")
+_EXC_NAME_RE = re.compile(r"\b[A-Za-z_][\w.]*(?:Error|Exception)\b")
+
+
+def _bare_exit(error: str) -> bool:
+    return bool(_BARE_EXIT_RE.search(error)) and not _EXC_NAME_RE.search(error)
+
+
+def _typed_cause(ctx: Context, attempt: int) -> tuple[str, SignalStat] | None:
+    """An OOM kill or a hardware fault logged in `attempt`: what a bare exit status of that attempt stands for."""
+    for effect in ("oom", "hardware"):
+        for name, stat in ctx.signals(effect, attempt):
+            if stat.evidence:
+                return name, stat
+    return None
+
+
+def _signal_cause(ctx: Context, rc: RootCause, name: str, stat: SignalStat) -> RootCause:
+    rc.text = stat.evidence[-1].text
+    rc.evidence.append(stat.evidence[-1])
+    rc.culprit = culprit_for(ctx, stat, ctx.catalog.decl(name))
+    rc.origin, rc.line, rc.role = "signal_line", stat.evidence[-1], rc.culprit.role
+    rc.attempt = stat.attempts[-1] if stat.attempts else None
     return rc
 
 

@@ -18,13 +18,29 @@ the capture was ever probed.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _lib import Capture, Log, dt, h100_nodes, md, model_info, rollout_info, run_builders, state_rows
+from _lib import (
+    Capture,
+    Log,
+    dt,
+    gpu_uuids,
+    h100_nodes,
+    md,
+    model_info,
+    rollout_info,
+    run_builders,
+    state_rows,
+    v0_stats,
+    v1_stats,
+    vllm_033,
+    vllm_v0,
+)
 from make_real_scenarios import excerpt, verl_step_line
 
 ROOT = Path(__file__).resolve().parent
@@ -55,16 +71,19 @@ def rebase(line: str, *pairs: tuple[str, str]) -> str:
 def incident_capture(root: Path, name: str, seed: int, *, job_id: str, scheduler: str, now: datetime,
                      polls: tuple[datetime, datetime, int], model: dict, hardware: tuple[str, int, int],
                      engines: int, engine_tp: int, colocated: bool, max_retries: int, new: str,
-                     expected_step_s: int | None = None, final_rows: tuple[dict, ...] = ()) -> Capture:
+                     expected_step_s: int | None = None, final_rows: tuple[dict, ...] = (),
+                     pods: dict | None = None) -> Capture:
     """The glue files every incident capture has, written in one order: capture.json, state.jsonl (one pod
     'running' from polls[0] to polls[1] every polls[2] s, then `final_rows`), job.json. The running polls draw
-    from the capture's rng before any log line does, as they always did, so the captures stay byte-identical."""
+    from the capture's rng before any log line does, as they always did, so the captures stay byte-identical.
+    `pods`: {"engine_pods": [...], "policy_pods": [...]} when the capture polls GPUs (names which host is which)."""
     cap = Capture(root, name, seed)
     cap.capture_json(job_id, "local", scheduler, now)
     start, end, every_s = polls
     cap.state_jsonl(state_rows(start, end, every_s, cap.rng, pods=1, max_retries=max_retries) + list(final_rows))
     cap.job_json(job_id, model, hardware,
-                 {"num_inference_engines": engines, "engine_tp": engine_tp, "engine_ep": 1, "colocated": colocated},
+                 {"num_inference_engines": engines, "engine_tp": engine_tp, "engine_ep": 1, "colocated": colocated,
+                  **(pods or {})},
                  rollout=rollout_info(), expected_step_s=expected_step_s, max_retries=max_retries,
                  enforce_eager=False, new=new)
     return cap
@@ -421,12 +440,341 @@ def build_slime_silent_hang_after_actor_train(root: Path):
                ])
 
 
+# ============================================================== session 11's batch
+
+
+def failed_rows(times: tuple[str, ...], ended: str, error: str, exit_code: int = 1) -> tuple[dict, ...]:
+    """State polls after the job ended: failed, 0 pods, the one attempt that ended (no retry budget)."""
+    return tuple({"ts": f"{DAY}T{t}Z", "state": "failed", "pods": 0, "failure_count": 1, "preemption_count": 0,
+                  "attempt": 0, "max_retries": 0,
+                  "attempts": [{"attempt": 0, "terminal_state": "failed", "exit_code": exit_code,
+                                "ended_at": f"{DAY}T{ended}Z", "error": error}]}
+                 for t in times)
+
+
+# -------------------------------------------------------------- OpenRLHF/OpenRLHF#911
+
+
+def build_openrlhf_ray_oom_terminal(root: Path):
+    """OpenRLHF REINFORCE++ (7B, 8x A800, 250 GB host RAM): eleven ~19.5 min steps, then Ray's memory monitor kills a
+    ReferenceModelRayActor task ('Task was killed due to the node running low on memory') and `ray job submit` reports
+    'Job entrypoint command failed with exit code 1'. Captured after the job ended."""
+    now, start, end = at("14:58:00"), at("11:15:00"), at("14:49:45")
+    cap = incident_capture(root, "openrlhf_ray_oom_terminal", 9111, job_id="openrlhf-reinforce-pp-7b-0324",
+                           scheduler="other", now=now, polls=(start + M(1), end - S(20), 300),
+                           final_rows=failed_rows(("14:50:10", "14:52:11", "14:54:09", "14:56:10"), "14:49:45",
+                                                  "Job entrypoint command failed with exit code 1"),
+                           model=model_info("7B policy (REINFORCE++)", 7.6), hardware=("A800-80GB-SXM", 8, 1),
+                           engines=2, engine_tp=2, colocated=False, max_retries=0, expected_step_s=1168,
+                           new="REINFORCE++ with a remote reward server and --colocate_actor_ref on a 250 GB RAM node")
+    rng = cap.rng
+    real = excerpt("OpenRLHF-911_ray_oom_job_failed")
+    log = Log()
+    # reconstructed: steps 1-10 in the tqdm postfix format of the pasted step-11 line, ~1168 s apart
+    for step in range(1, 11):
+        el = 1168.07 * step + rng.uniform(-40, 40)
+        rem = 1168.07 * (147 - step)
+        r = 1.2 + 0.07 * step + rng.uniform(-0.05, 0.05)
+
+        def hms(x: float) -> str:
+            return f"{int(x) // 3600}:{int(x) % 3600 // 60:02d}:{int(x) % 60:02d}"
+
+        log.add(start + S(el), f"Episode [1/10000]:   {100 * step // 147}%|{'▋' if step > 7 else ' '}         | {step}/147 "
+                               f"[{hms(el)}<{hms(rem)}, {el / step:.2f}s/it, policy_loss={rng.uniform(-0.2, 0.1):.3f}, "
+                               f"actor_lr=2e-6, kl={0.01 * step:.3f}, reward={r:.2f}, response_length={rng.randint(330, 420)}, "
+                               f"total_length={rng.uniform(1.6, 1.9):.2f}e+3, retrieve_num={rng.uniform(1.3, 1.6):.2f}, "
+                               f"pure_response_length={rng.randint(300, 390)}, return={rng.uniform(-3, 3):.2f}e-9]")
+        for k in range(3):
+            log.add(start + S(el - 900 + 40 * k), f"(LLMRayActor pid={8805 + k % 2}) update weight: "
+                                                   f"model.layers.{rng.randint(0, 27)}.mlp.down_proj.weight, dtype: "
+                                                   "torch.bfloat16, shape: torch.Size([3584, 18944])")
+    # `ray job submit`'s closing summary with the last logs, as pasted (the step-11 line is its last)
+    add_block(log, end, real, ("2025-03-24", DAY))
+    cap.write_text("logs/ray_job_submit.log", log.render())
+    cap.expect(verdict=["NO-KILL"], status=["TERMINAL"], failing=["A"], must_not_fail=["restarts"],
+               evidence=["(?i)(out of memory|OOM|exit code 1)"],
+               next_steps=["(?i)(memory|OOM|RAY_memory|host)"],
+               why="Gate A TERMINAL (seed §2: the job is gone -> nothing to kill; report the root cause and whether it is "
+                   "transient). After 11 of 147 steps (3 h 34 min, ~1168 s/step) `ray job submit` printed 'Status message: "
+                   "Job entrypoint command failed with exit code 1', and the last logs carry Ray's memory-monitor notice "
+                   "('Refer to the documentation on how to address the out of memory issue ... RAY_memory_usage_threshold') "
+                   "under the top memory users (two ray::ReferenceModelRayActor workers at ~1.2 GB each): the thread title "
+                   "is 'OutOfMemoryError: Task was killed due to the node running low on memory.' on a node with 250 GB of "
+                   "host RAM. A host-memory kill, deterministic under this configuration: fix memory (fewer colocated "
+                   "models / more host RAM / offload settings) before relaunching.",
+               sources=[
+                   ("OpenRLHF/OpenRLHF#911", "logs/ray_job_submit.log: the 7 pasted lines from the two cli.py lines to the "
+                    "'Episode [1/10000] ... 11/147 [3:34:08<44:07:37, 1168.07s/it ...]' line, in pasted order",
+                    "date rebased 2025-03-24 -> 2026-11-20 (times kept); the block is placed at the cli.py lines' own time; "
+                    "the stored excerpt cuts a further '(LLMRayActor pid=8805) update weight: ...' line, left out"),
+                   ("-", "-", "steps 1-10 (the step-11 line's format), the LLMRayActor 'update weight' lines (a later "
+                    "format from the same paste, shapes invented), capture.json, job.json (8x A800 from the issue; the "
+                    "7B model is unnamed there) and state.jsonl (running, then failed with 0 pods; the error is the "
+                    "pasted status message)"),
+               ])
+
+
+# -------------------------------------------------------------- verl-project/verl#7180 (+ ray-project/ray#65100)
+
+
+def build_verl_rollout_hang_gpu_idle_resident(root: Path):
+    """verl on an RTX A5000: after a few steps the job hangs in rollout with no error; nvidia-smi shows the GPU
+    holding 18.5 GB at 0 % and 18 W (P8). The poster's nvidia-smi time is the capture's last poll."""
+    now, start = at("11:38:30"), at("10:31:00")
+    host = "ws-a5000-0"
+    cap = incident_capture(root, "verl_rollout_hang_gpu_idle_resident", 71801, job_id="verl-grpo-gsm8k-a5000-0728",
+                           scheduler="other", now=now, polls=(start + M(1), now - S(20), 300),
+                           model=model_info("Qwen2.5-0.5B-Instruct", 0.5), hardware=("RTX-A5000-24GB", 1, 1),
+                           engines=1, engine_tp=1, colocated=True, max_retries=0, expected_step_s=95,
+                           new="first verl run on a single RTX A5000 (colocated FSDP + vLLM)",
+                           pods={"engine_pods": [host], "policy_pods": [host]})
+    rng = cap.rng
+    real = excerpt("verl-7180_nvidia_smi_hung_gpu")
+    m = re.search(r"(\d+)W /\s+\d+W \|\s+(\d+)MiB /\s+(\d+)MiB \|\s+(\d+)%", real[2])
+    assert m is not None
+    hung_w, hung_mib, total_mib, hung_util = (int(x) for x in m.groups())
+    log = Log()
+    drv = "(TaskRunner pid=40412) "
+    t, step = start + M(5), 1
+    last_step_at = at("11:02:40")
+    while t <= last_step_at:
+        log.add(t, drv + verl_step_line(step, rng, score=0.2 + 0.01 * step, step_s=90 + rng.random() * 10))
+        log.add(t + S(0.01), f"{drv}Training Progress:  {step * 100 // 435:2d}%|          | {step}/435 "
+                             f"[{int((t - start).total_seconds()) // 60:02d}:{int((t - start).total_seconds()) % 60:02d}"
+                             f"<11:{rng.randint(10, 59):02d}:{rng.randint(10, 59):02d}, {88 + rng.random() * 10:.2f}s/it]")
+        step += 1
+        t += S(90 + rng.random() * 10)
+    cap.write_text("logs/pod_rank0.log", log.render())
+    # GPU polls: busy while stepping, then what the poster's nvidia-smi showed, the last poll at its own time
+    stop = last_step_at + S(60)
+    polls, tp = [], start + M(4)
+    last_poll = dt(f"{DAY}T{real[0].split()[3]}")
+    while tp < last_poll:
+        polls.append(tp)
+        tp += S(60 + rng.uniform(-2, 2))
+    polls.append(last_poll)
+    uu = gpu_uuids(rng, 1)
+    rows = []
+    for tp in polls:
+        if tp < stop:
+            u, mem, w = 55 + rng.random() * 45, 19500 + rng.random() * 3500, 120 + rng.random() * 100
+        else:
+            u, mem, w = hung_util, hung_mib, hung_w + rng.random() * (0.0 if tp == last_poll else 2.0)
+        rows.append(f"{tp:%Y/%m/%d %H:%M:%S}.{rng.randint(0, 999):03d}, 0, {uu[0]}, {int(u)} %, {int(mem)} MiB, "
+                    f"{total_mib} MiB, {w:.2f} W")
+    header = "timestamp, index, uuid, utilization.gpu [%], memory.used [MiB], memory.total [MiB], power.draw [W]"
+    cap.write_text(f"gpu/{host}.csv", "".join(f"{header}\n{r}\n" for r in rows))
+    cap.expect(verdict=["KILL"], status=["WEDGED"], failing=["A"], must_not_fail=["restarts"],
+               evidence=["(?i)0 ?% util", "(?i)(stale|silent|last|no progress)"],
+               next_steps=["(?i)(py-spy|stack|hang)"],
+               why="Gate A WEDGED on the silent-hang signature (seed §3 B-training: 'All-0% with no log advance during "
+                   "training = wedge'; seed §2: a frozen trainer with resident GPUs). The poster: 'the program hangs during "
+                   "rollout generation after a few runs ... I have not observed any error messages ... the only symptom I "
+                   "found is that the GPU utilization drops to 0%' (ray#65100: 'and nothing output'). The trainer stepped "
+                   "every ~95 s and has printed nothing for 36 min; the colocated GPU holds 18.5 of 24 GB at 0 % util and "
+                   "18 W (P8) on every poll since. Two families (progress stall + resident idle GPU): KILL, take a py-spy "
+                   "dump of the rollout worker first.",
+               sources=[
+                   ("verl-project/verl#7180", "gpu/ws-a5000-0.csv: the last poll's values (0 %, 18528 MiB of 24564 MiB, "
+                    "18 W) and time (11:37:56) come from the pasted nvidia-smi table",
+                    "the table is turned into the nvidia-smi CSV the capture format uses; every earlier poll is "
+                    "reconstructed (busy while stepping, then the pasted idle reading)"),
+                   ("ray-project/ray#65100", "- (the same poster: 'GPU utilization drops to 0% (and nothing output)')",
+                    "why the log is silent, not erroring"),
+                   ("-", "-", "every verl step and Training Progress line (no log is pasted), capture.json, job.json "
+                    "(one A5000 from the table; the model and single-GPU geometry are assumptions) and state.jsonl"),
+               ])
+
+
+# -------------------------------------------------------------- verl-project/verl#12
+
+
+def build_verl_vllm_rollout_silent_escalate(root: Path):
+    """verl PPO on Qwen2.5-32B over 8 nodes: stuck in the first rollout with no error; the last output is a vLLM
+    metrics line with 2 requests running. The maintainers ask for a py-spy dump: nothing in the logs decides it."""
+    now, start = at("22:50:00"), at("21:38:00")
+    cap = incident_capture(root, "verl_vllm_rollout_silent_escalate", 1201, job_id="verl-ppo-qwen25-32b-8node-1112",
+                           scheduler="other", now=now, polls=(start + M(1), now - S(20), 300),
+                           model=model_info("Qwen2.5-32B", 32.8), hardware=h100_nodes(8), engines=16, engine_tp=4,
+                           colocated=True, max_retries=0,
+                           new="first run of the Qwen2.5-32B PPO recipe, moved from 4 to 8 nodes after an OOM")
+    rng = cap.rng
+    real = excerpt("verl-12_last_vllm_stats_before_hang")
+    log = Log()
+    wd = "(WorkerDict pid=29311) "
+    log.add(at("21:52:10"), f"{wd}Before building vllm rollout, memory allocated (GB): 15.27, memory reserved (GB): 15.86")
+    log.add(at("21:53:40"), f"{wd}After building vllm rollout, memory allocated (GB): 47.93, memory reserved (GB): 48.51")
+    log.add(at("21:55:02"), f"{wd}After building sharding manager, memory allocated (GB): 47.93, memory reserved (GB): 48.51")
+    # reconstructed: the first rollout's vLLM V0 metrics every ~5 s, Running falling as sequences finish
+    t, last = at("21:58:31"), at("22:04:18")
+    n = 0
+    total = int((last - t).total_seconds() // 5)
+    while t <= last:
+        run = max(2, int(256 * (1 - n / total) ** 3))
+        gen = max(103.0, 21.5 * run + rng.uniform(-40, 40))
+        log.add(t, vllm_v0(t, "INFO", "metrics.py:406", v0_stats(0.0 if n else 4210.3, gen, run, 0, 0,
+                                                                  min(99.0, 11.0 + run * 0.35))))
+        t += S(5 + rng.random() * 0.3)
+        n += 1
+    log.add(at("22:04:23"), rebase(real[0], ("11-12", "11-20")))
+    cap.write_text("logs/pod_rank0.log", log.render())
+    cap.expect(verdict=["NO-KILL"], status=["UNKNOWN"], failing=[], must_not_fail=["restarts"], escalate=True,
+               evidence=["(?i)(stale|silent|last|no progress|Running: 2)"],
+               why="Suspected silent wedge, escalate (seed §5: 'Default to NO-KILL + escalate on genuine ambiguity'; "
+                   "the project rule: KILL needs two independent families). The poster: 'I find it stuck during vllm "
+                   "rollout. Even turned on vllm debug flags, there is no error message, the last output I can see is' a "
+                   "vLLM metrics line with 'Running: 2 reqs' and 103 tok/s; the maintainer asks for "
+                   "'py-spy dump --pid [one-of-ray-process]'. 46 min of silence in the first rollout (no step has "
+                   "completed, so no step cadence), no hang signature, no GPU poll: one family. Hand the supervisor the "
+                   "evidence and ask for the py-spy dump and a GPU poll.",
+               sources=[
+                   ("verl-project/verl#12", "logs/pod_rank0.log: the last 'Avg prompt throughput: 0.0 tokens/s, Avg "
+                    "generation throughput: 103.0 tokens/s, Running: 2 reqs, ...' metrics line",
+                    "date rebased 11-12 -> 11-20 (time kept)"),
+                   ("-", "-", "the earlier metrics lines of the same rollout (Running falling from 256), the three verl "
+                    "WorkerDict memory lines, capture.json, job.json (8 nodes, Qwen2.5-32B from the issue; TP=4 "
+                    "engines assumed) and state.jsonl; no GPU polls (none in the thread)"),
+               ])
+
+
+# -------------------------------------------------------------- kohya-ss/sd-scripts#1925 (+ FangyunWei/SLRT#28)
+
+
+def build_grpo_barrier_guess_warning_healthy(root: Path):
+    """A TRL-style GRPO run (7 training ranks, trl vllm-serve on the 8th GPU) 14 min in: every rank printed PyTorch's
+    'using GPU N to perform barrier as devices used by this process are currently unknown. This can potentially cause a
+    hang ...' at start-up, and steps advance every ~60 s. Alarming wording, healthy job."""
+    now, start = at("22:36:00"), at("22:21:00")
+    cap = incident_capture(root, "grpo_barrier_guess_warning_healthy", 19251, job_id="grpo-qwen3-4b-math-0207",
+                           scheduler="kubernetes", now=now, polls=(start + S(30), now - S(15), 60),
+                           model=model_info("Qwen3-4B", 4.0), hardware=h100_nodes(1), engines=1, engine_tp=1,
+                           colocated=False, max_retries=1, expected_step_s=60,
+                           new="first GRPO run launched with accelerate on a new image (torch 2.5)")
+    rng = cap.rng
+    real = excerpt("sd-scripts-1925_barrier_best_guess_gpu")
+    trn, srv = Log(), Log()
+    t_bar = at("22:21:42")
+    for rank in range(7):
+        ns = int(712978449 + rng.randint(-400_000_000, 280_000_000))
+        line = real[0] if rank == 4 else real[0].replace("[rank4]", f"[rank{rank}]").replace("Rank 4]", f"Rank {rank}]") \
+            .replace("using GPU 4", f"using GPU {rank}").replace(".712978449", f".{ns:09d}")
+        trn.add(t_bar + S((ns - 712978449) / 1e9), rebase(line, ("[W207", "[W1120")))
+    t, step, total = at("22:24:10"), 1, 900
+    while t <= now - S(20):
+        srv.add(t - S(38), f'INFO:     127.0.0.1:{40000 + rng.randint(0, 9999)} - "POST /generate/ HTTP/1.1" 200 OK')
+        srv.add(t - S(2), f'INFO:     127.0.0.1:{40000 + rng.randint(0, 9999)} - "POST /update_named_param/ HTTP/1.1" 200 OK')
+        srv.add(t - S(1), f"INFO {md(t - S(1))} [block_pool.py:264] Successfully reset prefix cache")
+        r = 0.35 + 0.01 * step + rng.random() * 0.05
+        trn.add(t, "{" + f"'loss': {rng.uniform(-0.01, 0.02):.4f}, 'grad_norm': {0.1 + rng.random() * 0.2:.4f}, "
+                     f"'learning_rate': 1e-06, 'num_tokens': {step * 388000.0:.1f}, "
+                     f"'completions/mean_length': {700 + rng.random() * 200:.4f}, 'rewards/accuracy_reward/mean': {r:.4f}, "
+                     f"'reward': {r:.4f}, 'reward_std': {0.3 + rng.random() * 0.1:.4f}, 'kl': {0.001 + rng.random() * 0.002:.6f}, "
+                     f"'epoch': {step / total:.3f}" + "}")
+        el = int((t - start).total_seconds())
+        trn.add(t + S(0.1), f"  {100 * step // total}%|          | {step}/{total} [{el // 60:02d}:{el % 60:02d}<"
+                            f"{(total - step) * 60 // 3600}:{(total - step) * 60 % 3600 // 60:02d}:00, {58 + rng.random() * 6:.2f}s/it]")
+        step += 1
+        t += S(58 + rng.random() * 6)
+    cap.write_text("logs/train.log", trn.render())
+    cap.write_text("logs/vllm-serve.log", srv.render())
+    cap.expect(verdict=["NO-KILL"], status=["ALIVE"], failing=[], must_not_fail=["A", "B", "C", "restarts"], escalate=False,
+               why="Healthy with an alarming warning (seed §2: benign noise must not read as death or a hang). Each of the "
+                   "7 ranks printed PyTorch's ProcessGroupNCCL warning '... using GPU N to perform barrier as devices used "
+                   "by this process are currently unknown. This can potentially cause a hang if this rank to GPU mapping "
+                   "is incorrect' once at start-up; asked whether it matters, the SLRT maintainer answers 'It doesn't "
+                   "matter' (FangyunWei/SLRT#28) and the warning was added as a hint, not a fault (pytorch#54991). Since "
+                   "then the trainer steps every ~60 s with rewards rising and the rollout server answers every request. "
+                   "NO-KILL; the warning only matters if a barrier actually stalls.",
+               sources=[
+                   ("kohya-ss/sd-scripts#1925", "logs/train.log: the '[rank4]:[W207 22:21:42.712978449 "
+                    "ProcessGroupNCCL.cpp:4115] ... using GPU 4 to perform barrier ...' line",
+                    "date rebased W207 -> W1120 (time kept); the other six ranks' lines repeat it with their own rank, GPU "
+                    "index and nanoseconds"),
+                   ("FangyunWei/SLRT#28", "- (a maintainer on the same warning: 'It doesn't matter.')", "why it is benign"),
+                   ("pytorch/pytorch#54991", "- (the PR that added the warning as a best-guess hint)", "what it means"),
+                   ("-", "-", "every metrics dict, tqdm and server line, capture.json, job.json and state.jsonl"),
+               ])
+    core_gap(cap, "A progress line with no timestamp of its own that FOLLOWS a stamped line takes that earlier stamp: "
+                  "train.log's only stamped lines are the seven start-up barrier warnings ([W1120 22:21:42...]), so every "
+                  "later metrics dict and tqdm bar (unstamped, as TRL prints them) is dated 22:21:42 and Gate A reads the "
+                  "trainer as silent for 14 min (A.trainer_stale, escalate) while it steps every ~60 s. The reader marks a "
+                  "time lent by a LATER stamp as an upper bound (progress_time.py); a time inherited from an EARLIER stamp "
+                  "is a lower bound and needs the same mark (ingest / fold_trainer, not touched here), so that Gate A does "
+                  "not call a trainer late on a lower bound alone (the tqdm bar's own elapsed '[14:20<' even dates it).")
+
+
+# -------------------------------------------------------------- vllm-project/vllm#48752
+
+
+def build_vllm_engine_zero_throughput_running_wedge(root: Path):
+    """vLLM serving GLM-5.2-FP8 with speculative decoding, TP=8 over two GB200 nodes: two Triton JIT warnings, then
+    'Running: 3 reqs' at 0.0 tokens/s and only shm_broadcast 'No available shared memory broadcast block found in 60
+    seconds' each minute. Captured 4 min into the stall, before the sample_tokens RPC timeout the thread ends in."""
+    now, start = at("15:37:20"), at("14:58:00")
+    cap = incident_capture(root, "vllm_engine_zero_throughput_running_wedge", 48752, job_id="glm52-fp8-dspark-tp8-2node",
+                           scheduler="kubernetes", now=now, polls=(start + M(1), now - S(10), 60),
+                           model=model_info("GLM-5.2-FP8", 355.0, 32.0), hardware=("GB200-186GB", 4, 2), engines=1,
+                           engine_tp=8, colocated=False, max_retries=1,
+                           new="DSpark speculative decoding, TP=8 across 2 nodes")
+    rng = cap.rng
+    real = excerpt("vllm-48752_zero_throughput_then_shm_wait")
+    log = Log()
+    # reconstructed: ~30 min of serving a few long requests at a time, one loggers line every 10 s
+    t = at("15:05:07")
+    while t < at("15:32:40"):
+        run = rng.randint(1, 4)
+        gen = run * rng.uniform(35, 60)
+        log.add(t, vllm_033(t, "APIServer", 605, "INFO", "loggers.py:273",
+                            v1_stats(rng.choice([0.0, 0.0, rng.uniform(200, 900)]), gen, run, 0, rng.uniform(0.3, 1.2), 0.0)
+                            + ", Corrupted: 0 reqs"))
+        t += S(10)
+    add_block(log, at("15:32:43"), real[:2], ("07-15", "11-20"))
+    log.add(at("15:32:47"), rebase(real[2], ("07-15", "11-20")))
+    log.add(at("15:32:57"), rebase(real[3], ("07-15", "11-20")))
+    for k in range(4):
+        tk = at("15:33:47") + M(k)
+        log.add(tk, rebase(real[4], ("07-15", "11-20")).replace("15:33:47", f"{tk:%H:%M:%S}"))
+    cap.write_text("logs/pod_rank0.log", log.render())
+    cap.expect(verdict=["KILL"], status=["WEDGED"], failing=["B"], must_not_fail=["restarts"],
+               evidence=["(?i)(Running: 3|0\\.0 tokens/s|hung|zero|silent)"],
+               why="Gate B FAIL, engine hung (seed §3: 'throughput floored-or-zero with Running>0 and enforce_eager:false' "
+                   "-> lean KILL). The engine went from 20.5 tok/s to 'Avg generation throughput: 0.0 tokens/s, Running: 3 "
+                   "reqs' at 15:32:57 and has printed no stats line since (vLLM demotes zero-throughput intervals), only "
+                   "EngineCore's 'No available shared memory broadcast block found in 60 seconds. This typically happens "
+                   "when some processes are hanging' every minute. shm_broadcast alone is an idle engine's heartbeat, but "
+                   "this engine is not idle: three requests are in flight and get no tokens for 4 min 20 s (26 stats "
+                   "intervals); the two Triton JIT warnings before it explain a latency spike, not minutes. The thread "
+                   "establishes what follows: a TP worker hang that ends in 'RPC call to sample_tokens timed out' and a "
+                   "dead EngineCore. KILL (restart the server, capture the workers' stacks).",
+               sources=[
+                   ("vllm-project/vllm#48752", "logs/pod_rank0.log: the two jit_monitor warnings, the two loggers.py lines "
+                    "(20.5 then 0.0 tok/s, Running: 3) and the first shm_broadcast line",
+                    "date rebased 07-15 -> 11-20 (times kept); the stored excerpt cuts the second shm_broadcast line at "
+                    "15:34:47, so it and the next two repeat the first one's text at their minute"),
+                   ("-", "-", "the earlier loggers lines, capture.json, job.json (GLM-5.2's sizes are assumed; 2x4 GB200 "
+                    "from the title) and state.jsonl; no GPU polls (none in the thread)"),
+               ])
+    core_gap(cap, "An engine whose newest stats line is 'Avg generation throughput: 0.0 tokens/s, Running: 3 reqs' and "
+                  "which since printed only shm_broadcast waits is read as generating: Gate B passes on the 28-min medians "
+                  "(116 tok/s, Running 2). Its hung rule (gate_resources: last_running > 0, last_gen == 0) needs "
+                  "engine_hung_silent_s = 300 s of silence (this capture is 263 s in, about vLLM's own execute timeout) and "
+                  "another engine logging engine_hung_behind_s later, which a one-engine job never has; the shm_broadcast "
+                  "'some processes are hanging' line, benign for an idle engine, is not read against requests in flight. "
+                  "Not fixed here: shortening the silence would tune to this capture, and dropping the 'behind' guard "
+                  "would read RL engines idled between rollouts (requests aborted, last line 0 tok/s) as hung.")
+
+
 BUILDERS = {
     "skyrl_rollout_allreduce_watchdog": build_skyrl_rollout_allreduce_watchdog,
     "openr1_allgather_watchdog_after_verify_timeout": build_openr1_allgather_watchdog_after_verify_timeout,
     "swift_weight_sync_store_timeout_terminal": build_swift_weight_sync_store_timeout_terminal,
     "vllm_slow_startup_client_waiting": build_vllm_slow_startup_client_waiting,
     "slime_silent_hang_after_actor_train": build_slime_silent_hang_after_actor_train,
+    "openrlhf_ray_oom_terminal": build_openrlhf_ray_oom_terminal,
+    "verl_rollout_hang_gpu_idle_resident": build_verl_rollout_hang_gpu_idle_resident,
+    "verl_vllm_rollout_silent_escalate": build_verl_vllm_rollout_silent_escalate,
+    "grpo_barrier_guess_warning_healthy": build_grpo_barrier_guess_warning_healthy,
+    "vllm_engine_zero_throughput_running_wedge": build_vllm_engine_zero_throughput_running_wedge,
 }
 
 
