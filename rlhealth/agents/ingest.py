@@ -12,11 +12,13 @@ from collections.abc import Callable
 from datetime import datetime
 
 from rlhealth.agents import roles
+from rlhealth.agents.bar_clock import bar_time
 from rlhealth.agents.failures import BENIGN_EXCEPTIONS, failure_class_of, is_consequence
 from rlhealth.agents.findings import Finding
 from rlhealth.agents.fold_common import as_int, clip, epoch, to_float, touch_role
 from rlhealth.agents.fold_engines import engine_config, engine_stats, fold_engine_rows
 from rlhealth.agents.fold_trainer import LatestProgress, fold_progress, trainer_progress
+from rlhealth.agents.lognames import unrotated_name
 from rlhealth.agents.normalize import (
     date_time_only,
     line_timestamp,
@@ -173,7 +175,10 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     prev_stream_ts = st.last_ts
     # Until a line of the stream shows its own time, every time its lines get is lent from later (see
     # StreamState.stamped)
-    head = not st.stamped
+    head = not st.stamped and not _rotation_stamped(state, key)
+    now_ts = now.timestamp()
+    log_name = unrotated_name(key)
+    seen_lo: float | None = None  # the newest stamp read so far in this batch (a matched line's or one before it)
     # Freshness of the stream: the newest timestamp among the last few lines. Shipper-parsed
     # times (`batch.ts`, which a replay also rebases) win over the text.
     last_ts = None
@@ -278,6 +283,9 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
             else:
                 stamp, ts = dt, dt.timestamp()
                 stamp_ts = ts
+            # this line's stamp or an earlier line's: a lower bound for the lines after it
+            if dt is not None and ts is not None and (seen_lo is None or ts > seen_lo):
+                seen_lo = ts
             # peel_prefixes strips again: only a text that still holds an ESC can differ from the peel above
             prefixes, rest = peel_prefixes(text) if "\x1b" in text else pk[:2]
         ri = by_rule.get(rule.id)
@@ -326,16 +334,24 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
         elif fast == 2:
             # trainer progress lines (most of a dense trainer log), without _apply_match's dispatch and
             # with their Ev built only when kept: what _apply_match does for them
-            if ts is not None:  # touch_role(state, role, ts), then trainer_progress's touch_role(state, TRAINER, ts)
+            pts = ts
+            if ts is not None and "elapsed" in m.fields:
+                # a tqdm bar dates itself past the earlier stamp it borrowed (bar_clock.py). Its base must be a
+                # lower bound: the line's own or an earlier line's time, never one lent by a later stamp (the
+                # unstamped head's): there, the newest stamp seen earlier in this batch, if any
+                lo = ts if dt is not None or not head else seen_lo
+                if lo is not None:
+                    pts = max(ts, min(bar_time(state.bars, log_name + repr(prefixes), m.fields["elapsed"], lo), now_ts))
+            if pts is not None:  # touch_role(state, role, ts), then trainer_progress's touch_role(state, TRAINER, ts)
                 prev = role_last_ts.get(role)
-                if prev is None or ts > prev:
-                    role_last_ts[role] = ts
+                if prev is None or pts > prev:
+                    role_last_ts[role] = pts
                 prev = role_last_ts.get(TRAINER)
-                if prev is None or ts > prev:
-                    role_last_ts[TRAINER] = ts
+                if prev is None or pts > prev:
+                    role_last_ts[TRAINER] = pts
             prog_sig.append(rule.signal)
             prog_f.append(m.fields)
-            prog_ts.append(ts)
+            prog_ts.append(pts)
             prog_k.append(k)
             ev = None  # tallied below: its Ev is built only if kept
         else:
@@ -398,6 +414,15 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
 
 
 _NO_TS = object()
+
+
+def _rotation_stamped(state: JobHealth, key: str) -> bool:
+    """Did an (older) rotation of this stream's log show a timestamp? Then this rotation's unstamped head
+    continues from that log's time (the readers carry it), a lower bound, not a later line's."""
+    name = unrotated_name(key)
+    if name == key and not any(k != name and unrotated_name(k) == name for k in state.streams):
+        return False
+    return any(s.stamped for k, s in state.streams.items() if k != key and unrotated_name(k) == name)
 
 
 def _lent_time(index: int, explicit_ts: list | None, memo: dict, walked: dict) -> bool:

@@ -232,6 +232,9 @@ class JobHealth(msgspec.Struct):
     # The newest hang line that said how long its collective had been stuck ("ran for N milliseconds"):
     # (its time, the time the collective was issued, attempt, stream). No step of that group completed between.
     collective_stuck: tuple[float, float, int | None, str] | None = None
+    # tqdm bars' clocks: (log, prefixes) key -> (the time we gave the bar's first line, its elapsed s); keyed by
+    # the log's unrotated name, so a bar continues across its log's rotations (bar_clock.py)
+    bars: dict[str, tuple[float, float]] = msgspec.field(default_factory=dict)
     # Xid lines: (ts, stream or host, code, text), newest last.
     xids: list[tuple[float, str, int, str]] = msgspec.field(default_factory=list)
     # Lines already folded per shipped file ("stream\0file_id" -> sorted disjoint [first, end) line

@@ -694,13 +694,6 @@ def build_grpo_barrier_guess_warning_healthy(root: Path):
                    ("pytorch/pytorch#54991", "- (the PR that added the warning as a best-guess hint)", "what it means"),
                    ("-", "-", "every metrics dict, tqdm and server line, capture.json, job.json and state.jsonl"),
                ])
-    core_gap(cap, "A progress line with no timestamp of its own that FOLLOWS a stamped line takes that earlier stamp: "
-                  "train.log's only stamped lines are the seven start-up barrier warnings ([W1120 22:21:42...]), so every "
-                  "later metrics dict and tqdm bar (unstamped, as TRL prints them) is dated 22:21:42 and Gate A reads the "
-                  "trainer as silent for 14 min (A.trainer_stale, escalate) while it steps every ~60 s. The reader marks a "
-                  "time lent by a LATER stamp as an upper bound (progress_time.py); a time inherited from an EARLIER stamp "
-                  "is a lower bound and needs the same mark (ingest / fold_trainer, not touched here), so that Gate A does "
-                  "not call a trainer late on a lower bound alone (the tqdm bar's own elapsed '[14:20<' even dates it).")
 
 
 # -------------------------------------------------------------- vllm-project/vllm#48752
