@@ -12,6 +12,7 @@ pure-Python twin (same results either way), listed here so it is documented with
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from pydantic import Field, ValidationError
@@ -78,14 +79,32 @@ class Settings(BaseSettings):
         return [n.strip() for n in self.redact_names.split(",") if n.strip()]
 
 
+# The last load's RLHEALTH_* variables and its (frozen) Settings: a probe calls load() ~9 times from as many
+# modules, and each construction walked pydantic-settings' sources and validators (~3-5 ms)
+_last: tuple[tuple[tuple[str, str], ...], Settings] | None = None
+
+
+def _our_variables() -> tuple[tuple[str, str], ...]:
+    """What a Settings() is made of: the variables named RLHEALTH_* in any case (pydantic-settings matches
+    names case-insensitively)."""
+    return tuple(sorted((k, v) for k, v in os.environ.items() if k.upper().startswith(PREFIX)))
+
+
 def load() -> Settings:
-    """The settings from the current environment (read anew: tests and callers may change it)."""
+    """The settings from the current environment (read anew: tests and callers may change it; the same
+    variables give the same frozen object)."""
+    global _last
+    key = _our_variables()
+    if _last is not None and _last[0] == key:
+        return _last[1]
     try:
-        return Settings()
+        loaded = Settings()
     except ValidationError as e:
         problems = "; ".join(f"{PREFIX}{'.'.join(str(p) for p in err['loc']).upper()}: {err['msg']}"
                              for err in e.errors())
         raise SettingsError(problems) from None
+    _last = (key, loaded)
+    return loaded
 
 
 def env_name(field: str) -> str:

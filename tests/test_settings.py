@@ -36,6 +36,24 @@ def test_values_come_from_the_environment_and_are_validated(monkeypatch: pytest.
         settings.load()
 
 
+def test_a_load_is_reused_only_while_the_variables_are_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RLHEALTH_PARTITIONS", "5")
+    first = settings.load()
+    assert settings.load() is first  # the same variables: the same frozen object
+    monkeypatch.setenv("RLHEALTH_PARTITIONS", "6")
+    assert settings.load().partitions == 6
+    monkeypatch.delenv("RLHEALTH_PARTITIONS")
+    assert settings.load().partitions == DEFAULT_PARTITIONS
+    monkeypatch.setenv("rlhealth_partitions", "9")  # pydantic-settings reads names in any case
+    assert settings.load().partitions == 9
+    monkeypatch.delenv("rlhealth_partitions")
+    monkeypatch.setenv("RLHEALTH_PARTITIONS", "0")
+    with pytest.raises(settings.SettingsError):  # a bad value is never served from the last good load
+        settings.load()
+    with pytest.raises(settings.SettingsError):
+        settings.load()
+
+
 def test_a_malformed_variable_is_one_line_and_exit_2() -> None:
     env = dict(os.environ, RLHEALTH_KAFKA_CONNECT_TIMEOUT="soon")
     out = subprocess.run([sys.executable, "-m", "rlhealth", "topics", "list", "--bootstrap", "127.0.0.1:9"],
