@@ -352,7 +352,7 @@ def run_probe(cap: Path, root: Path = ROOT, name: str = "probe") -> tuple[float,
 def warm_bytecode(root: Path) -> None:
     """Write `root`'s rlhealth bytecode (__pycache__) before timing: an installed package has it, but a
     checkout run with PYTHONDONTWRITEBYTECODE=1 (this machine's environment) compiled its ~60 modules
-    from source in every timed probe (~1.3 G of the ~2.7 G instructions of a start-up). py_compile
+    from source in every timed probe (~0.7 G of the ~2.7 G instructions of a start-up). py_compile
     writes whatever that variable says; the probe still reads what is there."""
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(root / "rlhealth")], check=True,
                    stdout=subprocess.DEVNULL)

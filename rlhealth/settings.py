@@ -2,7 +2,7 @@
 
 `load()` returns a validated `Settings` (a frozen pydantic model filled from the variables, as
 pydantic-settings would: tests/test_settings.py holds the two equal; importing pydantic-settings pulled in
-asyncio, argparse and dotenv, a fifth of every command's start-up); a malformed value is one clear error
+asyncio, argparse and dotenv, ~7% of a probe's start-up instructions); a malformed value is one clear error
 naming the variable, not a failure deep in a command. Command-line options that also take a
 variable (click's `envvar`, shown in each command's `--help`) win over it. `describe()` renders the
 table that `rlhealth --help` prints, so the documentation is the model itself.
