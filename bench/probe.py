@@ -349,6 +349,15 @@ def run_probe(cap: Path, root: Path = ROOT, name: str = "probe") -> tuple[float,
     return wall, ru.ru_maxrss * 1024, p.returncode, verdict
 
 
+def warm_bytecode(root: Path) -> None:
+    """Write `root`'s rlhealth bytecode (__pycache__) before timing: an installed package has it, but a
+    checkout run with PYTHONDONTWRITEBYTECODE=1 (this machine's environment) compiled its ~60 modules
+    from source in every timed probe (~0.7 G of the ~2.7 G instructions of a start-up). py_compile
+    writes whatever that variable says; the probe still reads what is there."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(root / "rlhealth")], check=True,
+                   stdout=subprocess.DEVNULL)
+
+
 def run_grep(patterns: Path, logs: list[Path]) -> tuple[float, int]:
     t = time.perf_counter()
     before = os.times()
@@ -424,6 +433,9 @@ def main() -> int:
         return 0
 
     # warm-up (page cache, pyc)
+    warm_bytecode(ROOT)
+    if args.against:
+        warm_bytecode(Path(args.against).resolve())
     run_grep(patterns, logs)
     _CPU.clear()
     times: dict[str, list[float]] = {"probe": [], "grep": [], "other": []}

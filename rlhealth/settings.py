@@ -1,6 +1,8 @@
 """rlhealth's configuration from the environment: every `RLHEALTH_*` variable, read in one place.
 
-`load()` returns a validated `Settings` (pydantic-settings); a malformed value is one clear error
+`load()` returns a validated `Settings` (a frozen pydantic model filled from the variables, as
+pydantic-settings would: tests/test_settings.py holds the two equal; importing pydantic-settings pulled in
+asyncio, argparse and dotenv, ~7% of a probe's start-up instructions); a malformed value is one clear error
 naming the variable, not a failure deep in a command. Command-line options that also take a
 variable (click's `envvar`, shown in each command's `--help`) win over it. `describe()` renders the
 table that `rlhealth --help` prints, so the documentation is the model itself.
@@ -12,10 +14,10 @@ pure-Python twin (same results either way), listed here so it is documented with
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from pydantic import Field, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 PREFIX = "RLHEALTH_"
 
@@ -24,8 +26,8 @@ class SettingsError(ValueError):
     """A malformed RLHEALTH_* variable."""
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix=PREFIX, extra="ignore", frozen=True)
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
 
     kafka_bootstrap: str | None = Field(None, description="Kafka bootstrap servers, HOST:PORT[,HOST:PORT...]")
     kafka_connect_timeout: float = Field(10.0, gt=0, description="seconds to wait for a broker before exit 2")
@@ -78,14 +80,45 @@ class Settings(BaseSettings):
         return [n.strip() for n in self.redact_names.split(",") if n.strip()]
 
 
+# The last load's RLHEALTH_* variables and its (frozen) Settings: a probe calls load() ~9 times from as many
+# modules (each a validation of ~20 fields; through pydantic-settings ~3-5 ms)
+_last: tuple[tuple[tuple[str, str], ...], Settings] | None = None
+
+
+def _our_variables() -> tuple[tuple[str, str], ...]:
+    """What a Settings is made of: the variables named rlhealth_* in any case, in the environment's order."""
+    prefix = PREFIX.lower()
+    return tuple((k, v) for k, v in os.environ.items() if k.lower().startswith(prefix))
+
+
+def from_variables(variables: tuple[tuple[str, str], ...]) -> Settings:
+    """The Settings of these (name, value) variables, as pydantic-settings' env source reads them: a name is
+    matched without regard to case (of two names differing only in case, the later one wins), the value is
+    the str as it stands (no stripping; "" is a value), and the model validates it in lax mode."""
+    prefix = PREFIX.lower()
+    values = {}
+    for name, value in variables:
+        low = name.lower()  # pydantic-settings lowers every name, then looks up prefix + field
+        if low.startswith(prefix):
+            values[low[len(prefix):]] = value
+    return Settings.model_validate(values)
+
+
 def load() -> Settings:
-    """The settings from the current environment (read anew: tests and callers may change it)."""
+    """The settings from the current environment (read anew: tests and callers may change it; the same
+    variables give the same frozen object)."""
+    global _last
+    key = _our_variables()
+    if _last is not None and _last[0] == key:
+        return _last[1]
     try:
-        return Settings()
+        loaded = from_variables(key)
     except ValidationError as e:
         problems = "; ".join(f"{PREFIX}{'.'.join(str(p) for p in err['loc']).upper()}: {err['msg']}"
                              for err in e.errors())
         raise SettingsError(problems) from None
+    _last = (key, loaded)
+    return loaded
 
 
 def env_name(field: str) -> str:

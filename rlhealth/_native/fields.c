@@ -112,11 +112,19 @@ set_taken(PyObject *out, PyObject *name, PyObject *conv)
     return rc;
 }
 
+/* An empty dict with room for one key per plan item: PyDict_New's 8 slots take 5 keys, and a stats line's 6-8 fields
+ * made it grow (a new table and every key moved) once per line. Only the table's size differs, not the dict. */
+static PyObject *
+new_fields_dict(PyObject *plan)
+{
+    return _PyDict_NewPresized(PyTuple_GET_SIZE(plan));
+}
+
 /* fields_of's work, for a `values` tuple and a checked `plan` tuple (a new dict, or NULL with an exception). */
 static PyObject *
 fields_from_values(PyObject *values, PyObject *plan, PyObject *convert, PyObject *convert_size, PyObject *defaults)
 {
-    PyObject *out = PyDict_New();
+    PyObject *out = new_fields_dict(plan);
     if (out == NULL)
         return NULL;
     Py_ssize_t nvalues = PyTuple_GET_SIZE(values), nplan = PyTuple_GET_SIZE(plan);
@@ -169,7 +177,7 @@ static PyObject *
 fields_from_spans(PyObject *text, const Py_ssize_t *start, const Py_ssize_t *end, Py_ssize_t ngroups, PyObject *plan,
                   PyObject *convert, PyObject *convert_size, PyObject *defaults)
 {
-    PyObject *out = PyDict_New();
+    PyObject *out = new_fields_dict(plan);
     if (out == NULL)
         return NULL;
     int kind = PyUnicode_KIND(text);
@@ -213,12 +221,17 @@ fl_fields_of(PyObject *self, PyObject *args)
     return fields_from_values(values, plan, convert, convert_size, defaults);
 }
 
-/* m.<name>() */
+/* m.<name>() of a name made a str once in *slot (PyObject_CallMethod made the str from the C string and parsed a
+ * format, per call: two or three calls a matched line of a regex-extracted rule) */
 static PyObject *
-call_method0(PyObject *obj, const char *name)
+call_method0(PyObject *obj, PyObject **slot, const char *name)
 {
-    return PyObject_CallMethod(obj, name, NULL);
+    if (*slot == NULL && (*slot = PyUnicode_InternFromString(name)) == NULL)
+        return NULL;
+    return PyObject_CallMethodNoArgs(obj, *slot);
 }
+
+static PyObject *s_groups, *s_start;
 
 PyObject *
 fl_fields_batch_run(PyObject *args, const char *fmt, fl_spans_scanner scan)
@@ -255,9 +268,9 @@ fl_fields_batch_run(PyObject *args, const char *fmt, fl_spans_scanner scan)
             Py_DECREF(m);
             fields = PyDict_Copy(empty);
         } else {
-            PyObject *values = call_method0(m, "groups");
+            PyObject *values = call_method0(m, &s_groups, "groups");
             if (values != NULL && before != Py_None) {
-                PyObject *startobj = call_method0(m, "start");
+                PyObject *startobj = call_method0(m, &s_start, "start");
                 Py_ssize_t start = startobj != NULL ? PyLong_AsSsize_t(startobj) : -1;
                 Py_XDECREF(startobj);
                 if (start == -1 && PyErr_Occurred()) {
@@ -268,7 +281,7 @@ fl_fields_batch_run(PyObject *args, const char *fmt, fl_spans_scanner scan)
                     if (b == NULL) {
                         Py_CLEAR(values);
                     } else if (b != Py_None) {
-                        PyObject *bvalues = call_method0(b, "groups");
+                        PyObject *bvalues = call_method0(b, &s_groups, "groups");
                         PyObject *joined = bvalues != NULL ? PySequence_Concat(values, bvalues) : NULL;
                         Py_XDECREF(bvalues);
                         Py_SETREF(values, joined);
