@@ -327,3 +327,42 @@ def test_rendered_exposition_is_taken_at_the_first_scrape_and_served_over_http()
             assert resp.read() == generate_latest(exp.registry)
     finally:
         exp.shutdown()
+
+
+def test_a_job_updated_again_keeps_unchanged_families_text_and_equals_generate_latest() -> None:
+    """`render_rows` reuses a family's text from the job's previous update when its samples are the same:
+    every sequence of updates (values that change, stay, flip sign at zero, turn NaN, families that appear
+    and vanish, roles that fold) still renders what `generate_latest` gives, and what a fresh exporter
+    given only the last update renders."""
+    from rlhealth.sinks.prometheus import JobExporter
+
+    steps = [
+        {},
+        {"running_requests": 65.0},  # one family changes, the rest is kept
+        {"running_requests": 65.0},  # nothing changes
+        {"restarts_burned": 0, "oom_events_total": 0},
+        {"restarts_burned": -0.0, "waiting_requests": -0.0},  # == 0.0 but written "-0.0"
+        {"restarts_burned": 0.0, "waiting_requests": 0.0},
+        {"trial_reward_mean": float("nan")},
+        {"trial_reward_mean": float("nan")},
+        {"log_staleness_s": {"trainer": 12.5, "engine": 4.0}},  # one of a family's two samples
+        {"log_staleness_s": {"trainer": 12.5, "engine": 4.0, "mystery": 1.0}},  # a sample more
+        {"log_staleness_s": {"trainer": 12.5, "engine": 4.0, "mystery": 1.0, "odd": 2.0}},  # folded into other
+        {"gate_status": {"A": "FAIL", "B": "FAIL", "C": "UNKNOWN"}},
+        {"generation_tokens_per_s": None},  # a family gone
+        {"generation_tokens_per_s": 1500.0},  # and back
+        {"verdict": "KILL"},
+    ]
+    for with_verdict in (True, False):
+        exp = JobExporter()
+        exp.update(metrics("other-job"))
+        for i, over in enumerate(steps):
+            m = metrics("job-a", **over)  # type: ignore[arg-type]
+            v = verdict_of("job-a", verdict="KILL") if with_verdict and i % 4 == 3 else (
+                verdict_of("job-a") if with_verdict else None)
+            exp.update(m, v)
+            assert exp.exposition() == generate_latest(exp.registry), (with_verdict, i)
+            fresh = JobExporter()
+            fresh.update(metrics("other-job"))
+            fresh.update(m, v)
+            assert exp.exposition() == fresh.exposition(), (with_verdict, i)
