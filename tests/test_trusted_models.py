@@ -106,3 +106,44 @@ def test_trusted_evidence_equals_validated_on_every_capture() -> None:
         v = core.judge(state, cap.info.captured_at)
         assert Verdict.model_validate_json(v.model_dump_json()) == v
     assert seen > 100
+
+
+ENGINE_BUCKETS = [
+    (1_780_000_000.0, 1500.25, 64.0, 2.0),
+    (1_780_000_060, 0, 0, 0),  # ints, as an in-memory state may hold them before its first encode
+    (1.5, True, False, 3),
+    (1_780_000_000.123, float("nan"), float("inf"), -0.0),
+    (0.0, 1e-300, 1e300, -5.5),
+]
+
+
+@pytest.mark.parametrize("bucket", ENGINE_BUCKETS, ids=range(len(ENGINE_BUCKETS)))
+def test_trusted_engine_stats_equal_validated(bucket: tuple) -> None:
+    from rlhealth.sinks.evidence_records import _engine_stats, _engine_stats_validated
+
+    a, b = _engine_stats(*bucket), _engine_stats_validated(*bucket)
+    assert a.model_dump_json() == b.model_dump_json()
+    assert repr(a) == repr(b)
+    assert list(a.__dict__) == list(b.__dict__)
+    assert [type(x) for x in a.__dict__.values()] == [type(x) for x in b.__dict__.values()]
+    assert a.model_fields_set == b.model_fields_set
+    if bucket[1] == bucket[1]:  # (NaN is not equal to itself, in either)
+        assert a == b and hash(a) == hash(b)
+
+
+def test_metrics_points_encode_as_validated_on_every_capture() -> None:
+    from rlhealth.schemas import encode
+    from rlhealth.schemas.evidence import MetricsPoint
+    from rlhealth.sinks.evidence_records import metrics_point
+
+    core = build_core(())
+    with_engines = 0
+    for cap_dir in _captures():
+        cap = open_capture(cap_dir, batch_lines=500)
+        state, _, _ = run_events(core, cap.info.job_id, cap.events(), cap.info.captured_at, lambda _j, _f: None)
+        v, m, _ = core.judge_with_recheck(state, cap.info.captured_at)
+        point = metrics_point(m)
+        assert encode(point) == encode(MetricsPoint.model_validate(point.model_dump()))
+        assert point == MetricsPoint.model_validate_json(encode(point))
+        with_engines += bool(point.engines)
+    assert with_engines >= 5
