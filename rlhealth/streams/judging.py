@@ -22,13 +22,13 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import orjson
 from faust.types import TP
 
 from rlhealth.agents.core import as_of_verdict
 from rlhealth.agents.findings import JobMetrics
 from rlhealth.agents.stability import key_facts, needs_shown, next_band_at, stabilize_facts
 from rlhealth.schemas import Verdict, encode
+from rlhealth.schemas.codec import encode_direct
 from rlhealth.sinks.evidence_records import metrics_point
 from rlhealth.sinks.prometheus import Exporter
 from rlhealth.streams.priority import JudgingPriority
@@ -55,7 +55,6 @@ class _Sent(NamedTuple):
     key: bytes
     job_id: str
     verdict: Verdict
-    verdict_json: dict[str, Any]  # verdict.model_dump(mode="json"), what was sent
     facts: str  # tables.facts_digest(stability.key_facts(verdict))
     wall: float
     expiry: str | None
@@ -373,14 +372,13 @@ class JudgingPass:
                     self._fresh[key] = _Fresh(writes, memo, now, until, min(heartbeat, self._expiry_due(key)))
                 return True
         out = verdict.model_copy(update={"seq": memo.seq + 1})
-        out_json = out.model_dump(mode="json")  # once, for the topic and the book (`encode` writes the same)
-        value = orjson.dumps(out_json)
+        value = encode_direct(out)  # (the book dumps the verdict again only when it keeps it: a KILL)
         if self._batching and self.verdict_batches is not None:
             delivery = self.verdict_batches.add(key, value)  # handed over at the slice's end (`_hand_over`)
         else:
             delivery = await self._waiting(self.verdict_topic.send(key=key, value=value), "send")
         sent.append(_Sent(delivery, key, job_id, out,
-                          out_json, facts, wall, expiry, pending_call, pending_since,
+                          facts, wall, expiry, pending_call, pending_since,
                           until if until is not None and until > now
                           else None, self._expiry_due(key) if expiry is None else wall, writes))
         return True
@@ -473,7 +471,7 @@ class JudgingPass:
         results = await self._waiting(asyncio.gather(*(x.future for x in sent), return_exceptions=True), "deliveries")
         failed: BaseException | None = None
         done = 0
-        for result, (_fut, key, job_id, out, out_json, facts, wall, expiry, pending_call, pending_since, until,
+        for result, (_fut, key, job_id, out, facts, wall, expiry, pending_call, pending_since, until,
                      expiry_due, writes) in zip(results, sent, strict=True):
             if isinstance(result, BaseException):
                 failed = failed or result
@@ -486,7 +484,7 @@ class JudgingPass:
                 self._expire(key, job_id, expiry)
             else:
                 book = VerdictBook.published(out, wall, facts, pending_call, pending_since)
-                data = self.tables.verdicts[key] = book.to_bytes(out_json)
+                data = self.tables.verdicts[key] = book.to_bytes()
                 memo = self._books[key] = BookFacts.of(book, data)
                 if until is not None:
                     self._fresh[key] = _Fresh(writes, memo, out.produced_at, until,
@@ -581,7 +579,7 @@ class JudgingPass:
                 metrics = self.core.metrics(state, now, last=verdict)
             point = metrics_point(metrics)
             if self._batching and self.metrics_batches is not None:  # handed over with the slice's verdicts
-                delivery = self.metrics_batches.add(key, encode(point))
+                delivery = self.metrics_batches.add(key, encode_direct(point))
                 delivery.add_done_callback(partial(_log_failed_point, job_id=job_id))
             else:
                 await self._waiting(self.metrics_topic.send(key=key, value=encode(point)), "send")
