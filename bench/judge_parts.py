@@ -36,7 +36,6 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 CODE = Path(sys.argv[sys.argv.index("--code") + 1]) if "--code" in sys.argv else REPO
@@ -44,6 +43,7 @@ sys.path.insert(0, str(CODE))
 sys.path.insert(0, str(REPO / "bench"))
 importlib.import_module("rlhealth")
 
+import orjson  # noqa: E402
 from judge_all import Clock, fold, offline_worker  # noqa: E402
 
 from rlhealth.agents import verdict as verdict_mod  # noqa: E402
@@ -59,8 +59,6 @@ from rlhealth.runtime import build_core  # noqa: E402
 from rlhealth.schemas import encode, job_key  # noqa: E402
 from rlhealth.sinks.evidence_records import metrics_point  # noqa: E402
 from rlhealth.streams.tables import BookFacts, VerdictBook, facts_digest  # noqa: E402
-
-import orjson  # noqa: E402
 
 WORKER_STAGES = ("decode", "core", "exporter", "captured", "facts", "seq_copy", "dump", "book", "point")
 

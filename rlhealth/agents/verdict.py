@@ -23,7 +23,7 @@ MIN_KILL_FAMILIES = 2
 
 def _ev_to_schema(ev: Ev) -> Evidence:
     """`Evidence(source=..., event_time=..., text=..., ref=..., rule_id=...)`, built without validation
-    (`schemas.trusted`): 6-12 a judgement, ~5% of a worker's judging pass validated. Every value is
+    (`schemas.trusted`): ~6 a judgement, ~1.7 us less each than validated. Every value is
     already what validation keeps: strings cut to their limits, a UTC datetime, ints or None (the
     state's msgspec types); tests/test_trusted_models.py holds the two constructions equal."""
     ref = None
