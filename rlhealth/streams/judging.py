@@ -331,12 +331,17 @@ class JudgingPass:
         # held back (the verdict re-published is in it).
         book_bytes = book_table.get(key)
         memo, book = self._book_facts(key, book_bytes)
-        raw = raw.model_copy(update={"captured": self.captured})
         pending_call: tuple[str, bool] | None = None
         pending_since: datetime | None = None
+        # Where the verdict is the raw one (nearly always), its `captured` is set in the copy that sends it
+        # (nothing before reads it: key facts, metrics, the age band); a verdict the hysteresis makes from
+        # the raw one or the published one gets it as before, from the raw verdict or the published one.
+        captured: dict[str, Any] = {"captured": self.captured}
         if memo.held_until(raw) is None:  # what `stabilize` gives then, without the published verdict
             verdict = raw
         else:
+            raw = raw.model_copy(update=captured)
+            captured = {}
             shown = None
             if needs_shown(memo.shown_call):
                 book = book or VerdictBook.from_bytes(book_bytes)
@@ -354,7 +359,8 @@ class JudgingPass:
             # The final verdict goes out whatever the last call was; then the job is forgotten.
             verdict = verdict.model_copy(update={
                 "reasoning": f"{verdict.reasoning} Final verdict: {EXPIRY_TEXT[expiry]}; the job is no longer "
-                             "watched.".strip()})
+                             "watched.".strip(), **captured})
+            captured = {}
         else:
             await self._record_metrics(key, job_id, state, now, verdict, metrics)
             if until is not None:
@@ -371,7 +377,7 @@ class JudgingPass:
                     heartbeat = memo.published_at + self.settings.heartbeat_secs
                     self._fresh[key] = _Fresh(writes, memo, now, until, min(heartbeat, self._expiry_due(key)))
                 return True
-        out = verdict.model_copy(update={"seq": memo.seq + 1})
+        out = verdict.model_copy(update={"seq": memo.seq + 1, **captured})
         value = encode_direct(out)  # (the book dumps the verdict again only when it keeps it: a KILL)
         if self._batching and self.verdict_batches is not None:
             delivery = self.verdict_batches.add(key, value)  # handed over at the slice's end (`_hand_over`)
