@@ -327,3 +327,70 @@ def test_rendered_exposition_is_taken_at_the_first_scrape_and_served_over_http()
             assert resp.read() == generate_latest(exp.registry)
     finally:
         exp.shutdown()
+
+
+def test_a_job_updated_again_keeps_unchanged_families_text_and_equals_generate_latest() -> None:
+    """`render_rows` reuses a family's text from the job's previous update when its samples are the same:
+    every sequence of updates (values that change, stay, flip sign at zero, turn NaN, families that appear
+    and vanish, roles that fold) still renders what `generate_latest` gives, and what a fresh exporter
+    given only the last update renders."""
+    from rlhealth.sinks.prometheus import JobExporter
+
+    steps = [
+        {},
+        {"running_requests": 65.0},  # one family changes, the rest is kept
+        {"running_requests": 65.0},  # nothing changes
+        {"restarts_burned": 0, "oom_events_total": 0},
+        {"restarts_burned": -0.0, "waiting_requests": -0.0},  # == 0.0 but written "-0.0"
+        {"restarts_burned": 0.0, "waiting_requests": 0.0},
+        {"trial_reward_mean": float("nan")},
+        {"trial_reward_mean": float("nan")},
+        {"log_staleness_s": {"trainer": 12.5, "engine": 4.0}},  # one of a family's two samples
+        {"log_staleness_s": {"trainer": 12.5, "engine": 4.0, "mystery": 1.0}},  # a sample more
+        {"log_staleness_s": {"trainer": 12.5, "engine": 4.0, "mystery": 1.0, "odd": 2.0}},  # folded into other
+        {"gate_status": {"A": "FAIL", "B": "FAIL", "C": "UNKNOWN"}},
+        {"generation_tokens_per_s": None},  # a family gone
+        {"generation_tokens_per_s": 1500.0},  # and back
+        {"verdict": "KILL"},
+    ]
+    for with_verdict in (True, False):
+        exp = JobExporter()
+        exp.update(metrics("other-job"))
+        for i, over in enumerate(steps):
+            m = metrics("job-a", **over)  # type: ignore[arg-type]
+            v = verdict_of("job-a", verdict="KILL") if with_verdict and i % 4 == 3 else (
+                verdict_of("job-a") if with_verdict else None)
+            exp.update(m, v)
+            assert exp.exposition() == generate_latest(exp.registry), (with_verdict, i)
+            fresh = JobExporter()
+            fresh.update(metrics("other-job"))
+            fresh.update(m, v)
+            assert exp.exposition() == fresh.exposition(), (with_verdict, i)
+
+
+def test_job_rows_equal_the_family_by_name_writing() -> None:
+    """`job_rows` (family indexes written out) gives the rows its by-name twin gives, for every shape of
+    metrics and verdict: absent values, roles folded into "other", NaN, ints, all verdict fields."""
+    from rlhealth.agents.training_time import TrainingTime
+    from rlhealth.sinks.prometheus import _job_rows_by_name, job_rows
+
+    cases = [
+        (metrics(), None),
+        (metrics(), verdict_of()),
+        (metrics(log_staleness_s={}, generation_tokens_per_s=None, running_requests=None, waiting_requests=None,
+                 trial_reward_mean=None, trials_nonzero_reward_ratio=None, restarts_burned=None, restarts_max=None,
+                 gate_status={}, verdict=None, last_event_time=None, trainer_last_step=None), None),
+        (metrics(log_staleness_s={"x": 1.0, "y": 3.0, "trainer": 2.0}, trial_reward_mean=float("nan"),
+                 gate_status={"A": "odd"}, verdict="KILL", trials_completed_total=3 * 10**12),
+         verdict_of(verdict="KILL", confidence="low", job_status="WEDGED", escalate=False)),
+        (metrics(verdict="maybe"), verdict_of(confidence="high", job_status="TERMINAL")),
+    ]
+    for tt in (TrainingTime(wall_s=13.5, productive_s=10.0, bring_up_s=2.0, stalled_s=0.0, failures_s=1.0,
+                            unattributed_s=0.5, ratio=0.74),
+               TrainingTime(wall_s=0, productive_s=0, bring_up_s=0, stalled_s=0, failures_s=0, unattributed_s=0,
+                            ratio=None)):
+        cases.append((metrics(training_time=tt), verdict_of()))
+    for m, v in cases:
+        assert job_rows(m, v) == _job_rows_by_name(m, v)
+        assert [type(x) for row in job_rows(m, v) for x in row] == [
+            type(x) for row in _job_rows_by_name(m, v) for x in row]

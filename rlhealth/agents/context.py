@@ -47,11 +47,19 @@ class Context:
     def signals(self, effect: str, attempt: int | None = None,
                 since: float | None = None) -> list[tuple[str, SignalStat]]:
         """(signal, stat) of every declared signal with `effect` seen (in `attempt`, after `since`), newest first."""
-        return latest_signals(self.state, self.catalog.names(effect), attempt, since)
+        names = self.catalog.names(effect)
+        if len(self.state.signals) < len(names):
+            # A job has seen fewer signals than the catalogue declares for this effect (~15; 5 effects a
+            # judgement): walking its own and testing membership finds the same ones, in an order the
+            # sort below makes irrelevant (names are unique, so the sort key is total).
+            wanted = self.catalog.name_set(effect)
+            names = tuple(n for n in self.state.signals if n in wanted)
+        return latest_signals(self.state, names, attempt, since)
 
 
 def latest_signals(state: JobHealth, names: tuple[str, ...] | list[str], attempt: int | None = None,
                    since: float | None = None) -> list[tuple[str, SignalStat]]:
+    """(signal, stat) of each of `names` (distinct) the job has seen, newest first (ties: by name, descending)."""
     out = []
     for name in names:
         stat = state.signals.get(name)

@@ -118,6 +118,16 @@ class HealthCore:
         covered = datetime.fromtimestamp(state.last_event_ts, UTC)
         return v.model_copy(update={"event_time": covered, "age_s": round((now - covered).total_seconds(), 3)})
 
+    _ray_death_names: tuple[Catalog | None, tuple[str, ...]] = (None, ())
+
+    def _ray_deaths(self) -> tuple[str, ...]:
+        """The catalogue's death signals logged by Ray, worked out once per catalogue (a frozen dataclass)."""
+        catalog, names = self._ray_death_names
+        if catalog is not self.catalog:
+            names = tuple(n for n in self.catalog.names("death") if self.catalog.signals[n].role == "ray")
+            self._ray_death_names = (self.catalog, names)
+        return names
+
     def metrics(self, state: JobHealth, now: datetime, last: Verdict | None = None) -> JobMetrics:
         ctx = build_context(state, now, self.throughput, self.catalog)
         return self._metrics(ctx, restart_burn(ctx), state, now, last)
@@ -133,8 +143,12 @@ class HealthCore:
             wait = sum(w[-1][4] for w in ctx.engines_recent.values())
         t = state.trials
         rewards = [r for _, r in t.rewards]
+        signals = state.signals
         def count(*names: str) -> int:
-            return sum(state.signals[nm].count for nm in names if nm in state.signals)
+            if len(signals) < len(names):  # the job's few signals, not the catalogue's many (ints: any order)
+                wanted = frozenset(names)
+                return sum(stat.count for nm, stat in signals.items() if nm in wanted)
+            return sum(signals[nm].count for nm in names if nm in signals)
         return JobMetrics(
             job_id=state.job_id,
             log_staleness_s=staleness,
@@ -146,8 +160,7 @@ class HealthCore:
             trials_nonzero_reward_ratio=(t.nonzero_rewards / t.completed) if t.completed else None,
             nccl_watchdog_hits_total=count(*self.catalog.names("hang")),
             oom_events_total=count(*self.catalog.names("oom")),
-            ray_worker_deaths_total=count(*(n for n in self.catalog.names("death")
-                                            if self.catalog.signals[n].role == "ray")),
+            ray_worker_deaths_total=count(*self._ray_deaths()),
             restarts_burned=r.burned,
             restarts_max=r.max,
             **_verdict_fields(last),

@@ -90,12 +90,20 @@ class Catalog:
     xid: Mapping[int, XidEntry] = field(default_factory=dict)
     # effect -> names: the gates ask for the same few effects at every judgement of every job.
     _names: dict[str, tuple[str, ...]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _name_sets: dict[str, frozenset[str]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def names(self, effect: str) -> tuple[str, ...]:
         """Every declared signal with this effect, in a stable order."""
         got = self._names.get(effect)
         if got is None:
             got = self._names[effect] = tuple(sorted(n for n, d in self.signals.items() if d.effect == effect))
+        return got
+
+    def name_set(self, effect: str) -> frozenset[str]:
+        """`names(effect)` as a set, for membership tests."""
+        got = self._name_sets.get(effect)
+        if got is None:
+            got = self._name_sets[effect] = frozenset(self.names(effect))
         return got
 
     def decl(self, name: str) -> SignalDecl | None:

@@ -17,12 +17,31 @@ from rlhealth.agents.reasons import Code, GateResult, Reason, RestartResult
 from rlhealth.agents.rootcause import RootCause, causal_traceback, traceback_cause
 from rlhealth.agents.state import Ev
 from rlhealth.schemas import CulpritRef, Evidence, EvidenceRef, Gate, Gates, Restarts, RootCauseRef, Verdict
+from rlhealth.schemas.common import trusted
 from rlhealth.schemas.verdict import ROOT_CAUSE_MESSAGE_CHARS
 
 MIN_KILL_FAMILIES = 2
 
 
 def _ev_to_schema(ev: Ev) -> Evidence:
+    """`Evidence(source=..., event_time=..., text=..., ref=..., rule_id=...)`, built without validation
+    (`schemas.trusted`): ~6 a judgement, ~1.7 us less each than validated. Every value is
+    already what validation keeps: strings cut to their limits, a UTC datetime, ints or None (the
+    state's msgspec types); tests/test_trusted_models.py holds the two constructions equal."""
+    ref = None
+    if ev.file is not None or ev.topic is not None:
+        ref = trusted(EvidenceRef, {"topic": ev.topic, "partition": ev.partition, "offset": ev.kafka_offset,
+                                    "file": ev.file, "file_offset": ev.offset, "line_no": None}, _REF_GIVEN)
+    when = datetime.fromtimestamp(ev.ts, UTC) if ev.ts is not None else None
+    return trusted(Evidence, {"source": ev.source[:200], "event_time": when, "text": ev.text[:4000], "ref": ref,
+                              "rule_id": ev.rule_id or None})
+
+
+_REF_GIVEN = frozenset({"topic", "partition", "offset", "file", "file_offset"})  # no line_no: unset
+
+
+def _ev_validated(ev: Ev) -> Evidence:
+    """What `_ev_to_schema` must equal: the validated construction (tests)."""
     ref = None
     if ev.file is not None or ev.topic is not None:
         ref = EvidenceRef(file=ev.file, file_offset=ev.offset, topic=ev.topic, partition=ev.partition,

@@ -32,6 +32,16 @@ def encode(model: Model) -> bytes:
     return orjson.dumps(model.model_dump(mode="json", exclude_none=False))
 
 
+def encode_direct(model: Model) -> bytes:
+    """The bytes `encode(model)` gives, written by pydantic's serializer in one step instead of a dict of
+    JSON values handed to orjson: ~35% less CPU for a verdict, which the worker writes for about half
+    its judgements. Both write compact JSON in field order, the same strings for datetimes (the
+    serializer's, in both), the shortest round-trip floats, null for NaN and infinities, UTF-8 as is;
+    tests/test_codec_direct.py holds them byte-equal on every capture's verdict and metrics point and
+    on a table of awkward values."""
+    return model.__pydantic_serializer__.to_json(model)
+
+
 def _load_object(payload: bytes | str) -> dict:
     if isinstance(payload, bytes) and payload[:1] == b"{" and payload[-1:] not in (b"}", b" ", b"\n", b"\r", b"\t"):
         # An object that does not end in "}" is not JSON whatever lies between: said without parsing

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rlhealth.agents.findings import Finding, JobMetrics
+from rlhealth.schemas.common import trusted
 from rlhealth.schemas.evidence import EngineStats, FindingRecord, MetricsPoint
 
 
@@ -36,13 +37,28 @@ def metrics_point(m: JobMetrics) -> MetricsPoint:
         nonzero_reward_ratio=m.trials_nonzero_reward_ratio, gpu_util_mean=m.gpu_util_mean,
         restarts_burned=m.restarts_burned, trainer_last_step=m.trainer_last_step, verdict=m.verdict,
         job_status=m.job_status,
-        engines={eid: [EngineStats(at=datetime.fromtimestamp(ts, UTC), generation_tokens_per_s=gen,
-                                   running_requests=run, waiting_requests=wait) for ts, gen, run, wait in buckets]
+        engines={eid: [_engine_stats(ts, gen, run, wait) for ts, gen, run, wait in buckets]
                  for eid, buckets in m.engines.items()},
         effective_training_ratio=None if m.training_time is None else m.training_time.ratio,
         training_time_s={} if m.training_time is None
         else {k: round(v, 3) for k, v in m.training_time.as_dict().items()},
     )
+
+
+def _engine_stats(ts: float, gen: float, run: float, wait: float) -> EngineStats:
+    """`EngineStats(at=<ts in UTC>, generation_tokens_per_s=gen, running_requests=run, waiting_requests=wait)`
+    built without validation (`schemas.trusted`): a metrics point holds ~20 of them (5 buckets of 4
+    engines), and validating them was most of a point's cost. The values are made what validation
+    makes them: floats (`float()` of an int or bool is what the float field keeps) and a UTC datetime;
+    tests/test_trusted_models.py holds the two equal."""
+    return trusted(EngineStats, {"at": datetime.fromtimestamp(ts, UTC), "generation_tokens_per_s": float(gen),
+                                 "running_requests": float(run), "waiting_requests": float(wait)})
+
+
+def _engine_stats_validated(ts: float, gen: float, run: float, wait: float) -> EngineStats:
+    """What `_engine_stats` must equal (tests)."""
+    return EngineStats(at=datetime.fromtimestamp(ts, UTC), generation_tokens_per_s=gen, running_requests=run,
+                       waiting_requests=wait)
 
 
 __all__ = ["finding_of", "finding_record", "metrics_point"]

@@ -22,13 +22,13 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import orjson
 from faust.types import TP
 
 from rlhealth.agents.core import as_of_verdict
 from rlhealth.agents.findings import JobMetrics
 from rlhealth.agents.stability import key_facts, needs_shown, next_band_at, stabilize_facts
 from rlhealth.schemas import Verdict, encode
+from rlhealth.schemas.codec import encode_direct
 from rlhealth.sinks.evidence_records import metrics_point
 from rlhealth.sinks.prometheus import Exporter
 from rlhealth.streams.priority import JudgingPriority
@@ -55,7 +55,6 @@ class _Sent(NamedTuple):
     key: bytes
     job_id: str
     verdict: Verdict
-    verdict_json: dict[str, Any]  # verdict.model_dump(mode="json"), what was sent
     facts: str  # tables.facts_digest(stability.key_facts(verdict))
     wall: float
     expiry: str | None
@@ -332,12 +331,17 @@ class JudgingPass:
         # held back (the verdict re-published is in it).
         book_bytes = book_table.get(key)
         memo, book = self._book_facts(key, book_bytes)
-        raw = raw.model_copy(update={"captured": self.captured})
         pending_call: tuple[str, bool] | None = None
         pending_since: datetime | None = None
+        # Where the verdict is the raw one (nearly always), its `captured` is set in the copy that sends it
+        # (nothing before reads it: key facts, metrics, the age band); a verdict the hysteresis makes from
+        # the raw one or the published one gets it as before, from the raw verdict or the published one.
+        captured: dict[str, Any] = {"captured": self.captured}
         if memo.held_until(raw) is None:  # what `stabilize` gives then, without the published verdict
             verdict = raw
         else:
+            raw = raw.model_copy(update=captured)
+            captured = {}
             shown = None
             if needs_shown(memo.shown_call):
                 book = book or VerdictBook.from_bytes(book_bytes)
@@ -355,7 +359,8 @@ class JudgingPass:
             # The final verdict goes out whatever the last call was; then the job is forgotten.
             verdict = verdict.model_copy(update={
                 "reasoning": f"{verdict.reasoning} Final verdict: {EXPIRY_TEXT[expiry]}; the job is no longer "
-                             "watched.".strip()})
+                             "watched.".strip(), **captured})
+            captured = {}
         else:
             await self._record_metrics(key, job_id, state, now, verdict, metrics)
             if until is not None:
@@ -372,15 +377,14 @@ class JudgingPass:
                     heartbeat = memo.published_at + self.settings.heartbeat_secs
                     self._fresh[key] = _Fresh(writes, memo, now, until, min(heartbeat, self._expiry_due(key)))
                 return True
-        out = verdict.model_copy(update={"seq": memo.seq + 1})
-        out_json = out.model_dump(mode="json")  # once, for the topic and the book (`encode` writes the same)
-        value = orjson.dumps(out_json)
+        out = verdict.model_copy(update={"seq": memo.seq + 1, **captured})
+        value = encode_direct(out)  # (the book dumps the verdict again only when it keeps it: a KILL)
         if self._batching and self.verdict_batches is not None:
             delivery = self.verdict_batches.add(key, value)  # handed over at the slice's end (`_hand_over`)
         else:
             delivery = await self._waiting(self.verdict_topic.send(key=key, value=value), "send")
         sent.append(_Sent(delivery, key, job_id, out,
-                          out_json, facts, wall, expiry, pending_call, pending_since,
+                          facts, wall, expiry, pending_call, pending_since,
                           until if until is not None and until > now
                           else None, self._expiry_due(key) if expiry is None else wall, writes))
         return True
@@ -473,7 +477,7 @@ class JudgingPass:
         results = await self._waiting(asyncio.gather(*(x.future for x in sent), return_exceptions=True), "deliveries")
         failed: BaseException | None = None
         done = 0
-        for result, (_fut, key, job_id, out, out_json, facts, wall, expiry, pending_call, pending_since, until,
+        for result, (_fut, key, job_id, out, facts, wall, expiry, pending_call, pending_since, until,
                      expiry_due, writes) in zip(results, sent, strict=True):
             if isinstance(result, BaseException):
                 failed = failed or result
@@ -486,7 +490,7 @@ class JudgingPass:
                 self._expire(key, job_id, expiry)
             else:
                 book = VerdictBook.published(out, wall, facts, pending_call, pending_since)
-                data = self.tables.verdicts[key] = book.to_bytes(out_json)
+                data = self.tables.verdicts[key] = book.to_bytes()
                 memo = self._books[key] = BookFacts.of(book, data)
                 if until is not None:
                     self._fresh[key] = _Fresh(writes, memo, out.produced_at, until,
@@ -581,7 +585,7 @@ class JudgingPass:
                 metrics = self.core.metrics(state, now, last=verdict)
             point = metrics_point(metrics)
             if self._batching and self.metrics_batches is not None:  # handed over with the slice's verdicts
-                delivery = self.metrics_batches.add(key, encode(point))
+                delivery = self.metrics_batches.add(key, encode_direct(point))
                 delivery.add_done_callback(partial(_log_failed_point, job_id=job_id))
             else:
                 await self._waiting(self.metrics_topic.send(key=key, value=encode(point)), "send")
