@@ -18,16 +18,21 @@ MAX_BARS = 32  # per job: a few logs' and processes' bars at most
 
 
 def clock_seconds(text: object) -> float | None:
-    """tqdm's elapsed: "MM:SS", "H:MM:SS" (hours unbounded), or "D day(s), H:MM:SS"-free forms; None if not one."""
-    if not isinstance(text, str) or not text or len(text) > 16:
+    """tqdm's elapsed, "MM:SS" or "H:MM:SS" (hours unbounded), in seconds; None if it is not one."""
+    if type(text) is not str or len(text) > 16 or not text.isascii():
         return None
     parts = text.split(":")
-    if len(parts) not in (2, 3) or not all(p.isdigit() for p in parts):
-        return None
-    total = 0
-    for p in parts:
-        total = total * 60 + int(p)
-    return float(total)
+    try:
+        if len(parts) == 2:
+            m, sec = parts
+            return float(int(m) * 60 + int(sec)) if m.isdigit() and sec.isdigit() else None
+        if len(parts) == 3:
+            h, m, sec = parts
+            if h.isdigit() and m.isdigit() and sec.isdigit():
+                return float((int(h) * 60 + int(m)) * 60 + int(sec))
+    except ValueError:
+        pass
+    return None
 
 
 def bar_time(bars: dict[str, tuple[float, float]], key: str, elapsed: object, ts: float) -> float:

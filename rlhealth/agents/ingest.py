@@ -178,6 +178,7 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     head = not st.stamped and not _rotation_stamped(state, key)
     now_ts = now.timestamp()
     log_name = unrotated_name(key)
+    bar_keys: dict[tuple, str] = {}  # a bar's key per prefixes (bar_clock.py)
     seen_lo: float | None = None  # the newest stamp read so far in this batch (a matched line's or one before it)
     # Freshness of the stream: the newest timestamp among the last few lines. Shipper-parsed
     # times (`batch.ts`, which a replay also rebases) win over the text.
@@ -209,7 +210,8 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     # matched lines of dense logs share both with many others.
     # (fast path: 1 engine stats, 2 progress, 0 _apply_match; the signal's declared role; a finding kind;
     # the declared effect; the tally's calls of a fast-path rule)
-    by_rule: dict[str, tuple[int, str | None, bool, str, SignalCalls | None]] = {}
+    # (..., the rule is Python's unraisable-hook line)
+    by_rule: dict[str, tuple[int, str | None, bool, str, SignalCalls | None, bool]] = {}
     # (role, attempt, engine id by engine label) per prefixes tuple
     by_prefixes: dict[tuple, tuple[str | None, int | None, dict[str | None, str]]] = {}
     no_ts = prev_stream_ts if prev_stream_ts is not None else batch_ts
@@ -297,7 +299,8 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
             # is noted below, so the signal's place among the batch's first calls is kept
             fast = (1 if effect == "engine_stats" else 2 if effect == "progress" else 0) if plain else 0
             ri = by_rule[rule.id] = (fast, decl.role if decl is not None and decl.role in roles.ROLES else None,
-                                     rule.kind in FINDING_KINDS, effect, tally.calls_of(rule.signal) if fast else None)
+                                     rule.kind in FINDING_KINDS, effect, tally.calls_of(rule.signal) if fast else None,
+                                     rule.signal == "python_unraisable")
         pa = by_prefixes.get(prefixes)
         if pa is None:
             pa = by_prefixes[prefixes] = (roles.role_of_prefixes(prefixes), _named_attempt(batch, prefixes), {})
@@ -341,7 +344,10 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
                 # unstamped head's): there, the newest stamp seen earlier in this batch, if any
                 lo = ts if dt is not None or not head else seen_lo
                 if lo is not None:
-                    pts = max(ts, min(bar_time(state.bars, log_name + repr(prefixes), m.fields["elapsed"], lo), now_ts))
+                    bar_key = bar_keys.get(prefixes)
+                    if bar_key is None:
+                        bar_key = bar_keys[prefixes] = log_name + repr(prefixes)
+                    pts = max(ts, min(bar_time(state.bars, bar_key, m.fields["elapsed"], lo), now_ts))
             if pts is not None:  # touch_role(state, role, ts), then trainer_progress's touch_role(state, TRAINER, ts)
                 prev = role_last_ts.get(role)
                 if prev is None or pts > prev:
@@ -386,7 +392,7 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
                 ref={"file": batch.source.stream, "file_offset": offset, "batch_index": m.index,
                      "line_no": (batch.first_line_no + m.index) if batch.first_line_no is not None else None},
             ))
-        elif rule.signal == "python_unraisable":
+        elif ri[5]:
             newest_unraisable = index
     if rows_ts:
         fold_engine_rows(state, rows_eng, rows_ts, rows_f)
