@@ -64,3 +64,15 @@ def test_bars_in_an_unstamped_head_take_no_clock_from_a_later_stamp(core) -> Non
     job.log(10, _bars(1, 30) + [late], stream="logs/train.log")
     job.judge(11)
     assert job.last_state.trainer.last_progress_ts <= at(10).timestamp()
+
+
+def test_an_eval_bar_does_not_reset_the_training_bars_clock(core) -> None:
+    """HF Trainer's eval bar ('50/50 [00:05<...') between training bars: a clock of its own (keyed by its total),
+    so the training bar is not dated from the eval bar's base."""
+    stamp = f"[rank0]:[W{c10_ts(at(0))} ProcessGroupNCCL.cpp:4115] [PG ID 0 PG GUID 0 Rank 0]  using GPU 0 to perform barrier"
+    lines = [stamp] + _bars(60, 1) + [f"100%|██████████| 50/50 [00:05<00:00, {10.0:.2f}it/s]"] + _bars(61, 1)
+    job = Job(core).spec(expected_step_s=60).states(0, 5, every=1)
+    job.log(0, lines, stream="logs/train.log")
+    job.judge(5)
+    # the training bar's two lines are 60 s apart on its clock: 60 s after the stamp at most, never 61 min
+    assert job.last_state.trainer.last_progress_ts <= at(1).timestamp()

@@ -121,3 +121,27 @@ def test_a_late_trainer_is_alive_a_stale_one_without_a_signature_is_unknown(core
     assert [(v.gates.A.codes, v.verdict, v.escalate) for v in (late, stale)] == \
         [(["A.trainer_stale_no_signature"], "NO-KILL", True)] * 2
     assert (late.job_status, stale.job_status) == ("ALIVE", "UNKNOWN")
+
+
+def test_a_crash_right_after_a_swallowed_traceback_is_still_the_jobs_death(core) -> None:
+    """Only a chained continuation ('During handling of the above exception ...') of a swallowed traceback is
+    swallowed with it; a separate traceback a second later is the job's own."""
+    swallowed = ["Exception ignored in: <function Pool.__del__ at 0x7f1c2a3b8ca0>", "Traceback (most recent call last):",
+                 '  File "/usr/lib/python3.12/multiprocessing/pool.py", line 268, in __del__',
+                 "TimeoutError: Operation timed out!"]
+    crash = ["Traceback (most recent call last):", '  File "/app/train.py", line 90, in main',
+             "RuntimeError: CUDA error: an illegal memory access was encountered"]
+    chained = ["", "During handling of the above exception, another exception occurred:", "",
+               "Traceback (most recent call last):", '  File "/usr/lib/python3.12/weakref.py", line 585, in __call__',
+               "KeyError: 'x'"]
+    job = Job(core).spec().states(0, 75, every=1)
+    job.steps(0, 60)
+    job.log(60.5, swallowed + crash)
+    job.judge(75)
+    assert [(tb.exc_type, tb.swallowed, tb.fatal) for tb in job.last_state.tracebacks][-1] == ("RuntimeError", False, True)
+    job2 = Job(core).spec().states(0, 75, every=1)
+    job2.steps(0, 60)
+    job2.log(60.5, swallowed + chained)
+    v = job2.judge(75)
+    assert all(tb.swallowed and not tb.fatal for tb in job2.last_state.tracebacks)
+    assert "A.fatal_traceback_no_progress" not in v.gates.A.codes

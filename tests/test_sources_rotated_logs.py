@@ -168,3 +168,26 @@ def test_an_archive_or_an_unknown_codec_is_unreadable_not_an_error(tmp_path: Pat
         assert (got.problem, got.bytes_written) == ("unreadable", 0)
     missing = unpack_log(tmp_path / "gone.log.1.gz", tmp_path / "out", max_bytes=1 << 20)
     assert (missing.problem, missing.bytes_written) == ("unreadable", 0)
+
+
+@pytest.mark.parametrize("cut", [1, 40])
+def test_a_newer_rotations_unstamped_head_comes_after_the_older_ones_stamp(tmp_path: Path, cut: int) -> None:
+    """open-r1#658 with a stamped start-up line before the steps: read as one file it is a hang KILL. Rotated so
+    that the older file ends after `cut` lines (the stamp, and maybe some steps) and the newer file starts with
+    unstamped steps, the reader lends those steps the watchdog's stamp (the first after them); the core must
+    time them from the older rotation's stamp instead, or the hang reads as fresh progress."""
+    scenario = ROOT / "tests" / "scenarios" / "openr1_allgather_watchdog_after_verify_timeout" / "capture"
+    one = tmp_path / "one"
+    shutil.copytree(scenario, one)
+    log = one / "logs" / "train.log"
+    lines = log.read_bytes().splitlines(keepends=True)
+    lines.insert(0, b"[rank0]:[W1120 03:30:00.000000000 init.py:1] Warning: start-up\n")
+    log.write_bytes(b"".join(lines))
+    whole = _call(one)
+    assert whole[:3] == ("KILL", "medium", "WEDGED")
+    rotated = tmp_path / "rotated"
+    shutil.copytree(one, rotated)
+    rlog = rotated / "logs" / "train.log"
+    Path(f"{rlog}.1").write_bytes(b"".join(lines[:cut]))
+    rlog.write_bytes(b"".join(lines[cut:]))
+    assert _call(rotated)[:3] == whole[:3]

@@ -296,7 +296,8 @@ def _failing_tail(ctx: Context, lines: list[tuple[str, SignalStat]]) -> GateResu
             continue
         for name, stat in items:
             role = stat.role or "other"
-            role_last = state.role_last_ts.get(role)
+            # the trainer's time as the evidence places it (progress_time.py), not a lent one
+            role_last = ctx.progress_ts if role == roles.TRAINER else state.role_last_ts.get(role)
             if role_last is not None and role_last > tail_ts + grace:
                 continue  # that role made progress afterwards (elsewhere)
             if role == roles.ENGINE and ctx.engines_generating:

@@ -175,7 +175,13 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
     prev_stream_ts = st.last_ts
     # Until a line of the stream shows its own time, every time its lines get is lent from later (see
     # StreamState.stamped)
-    head = not st.stamped and not _rotation_stamped(state, key)
+    unstamped = head = not st.stamped
+    if head:
+        rotated = _rotation_time(state, key)
+        if rotated is not None:
+            # an older rotation of this log was stamped: this file's unstamped lines come after its newest
+            # time (a lower bound), whatever later stamp the reader lent them
+            head, prev_stream_ts = False, rotated
     now_ts = now.timestamp()
     log_name = unrotated_name(key)
     bar_keys: dict[tuple, str] = {}  # a bar's key per prefixes (bar_clock.py)
@@ -196,7 +202,7 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
                 break
     if last_ts is None:
         last_ts = batch_ts
-    elif head:
+    elif unstamped:
         st.stamped = True
     if last_ts is not None and (st.last_ts is None or last_ts > st.last_ts):
         st.last_ts = last_ts
@@ -344,9 +350,10 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
                 # unstamped head's): there, the newest stamp seen earlier in this batch, if any
                 lo = ts if dt is not None or not head else seen_lo
                 if lo is not None:
-                    bar_key = bar_keys.get(prefixes)
+                    total = m.fields.get("total")  # a trainer's bar and its eval bar are two clocks
+                    bar_key = bar_keys.get((prefixes, total))
                     if bar_key is None:
-                        bar_key = bar_keys[prefixes] = log_name + repr(prefixes)
+                        bar_key = bar_keys[(prefixes, total)] = f"{log_name}{prefixes!r}/{total}"
                     pts = max(ts, min(bar_time(state.bars, bar_key, m.fields["elapsed"], lo), now_ts))
             if pts is not None:  # touch_role(state, role, ts), then trainer_progress's touch_role(state, TRAINER, ts)
                 prev = role_last_ts.get(role)
@@ -398,14 +405,11 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
         fold_engine_rows(state, rows_eng, rows_ts, rows_f)
     if prog_k:
         fold_progress(state, prog_sig, prog_f, prog_ts, prog_k, make_ev, latest)
-    if head:
-        if latest.k >= 0:
-            state.trainer.last_progress_bound = _lent_time(matches[latest.k].index, explicit_ts, memo, walked)
-        if not st.stamped and (explicit_ts is not None and any(t is not None for t in explicit_ts)
-                               or any(dt is not None for dt in memo.values())):
-            st.stamped = True
-    elif latest.k >= 0:
-        state.trainer.last_progress_bound = False
+    if latest.k >= 0:
+        state.trainer.last_progress_bound = head and _lent_time(matches[latest.k].index, explicit_ts, memo, walked)
+    if unstamped and not st.stamped and (explicit_ts is not None and any(t is not None for t in explicit_ts)
+                                         or any(dt is not None for dt in memo.values())):
+        st.stamped = True
     latest.apply(state.trainer, make_ev)
     tally.flush(state)
     # Carry the traceback context over the batch boundary (matched lines only, so a reader that
@@ -422,13 +426,13 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
 _NO_TS = object()
 
 
-def _rotation_stamped(state: JobHealth, key: str) -> bool:
-    """Did an (older) rotation of this stream's log show a timestamp? Then this rotation's unstamped head
-    continues from that log's time (the readers carry it), a lower bound, not a later line's."""
+def _rotation_time(state: JobHealth, key: str) -> float | None:
+    """The newest time of an (older) rotation of this stream's log that showed a timestamp, if any."""
     name = unrotated_name(key)
     if name == key and not any(k != name and unrotated_name(k) == name for k in state.streams):
-        return False
-    return any(s.stamped for k, s in state.streams.items() if k != key and unrotated_name(k) == name)
+        return None
+    return max((s.last_ts for k, s in state.streams.items()
+                if k != key and s.stamped and s.last_ts is not None and unrotated_name(k) == name), default=None)
 
 
 def _lent_time(index: int, explicit_ts: list | None, memo: dict, walked: dict) -> bool:
@@ -553,6 +557,18 @@ def _collective_stuck(state: JobHealth, f: dict, ts: float | None, attempt: int 
         state.collective_stuck = (ts, issued, attempt, key)
 
 
+_CHAIN_RE = re.compile(r"During handling of the above exception|The above exception was the direct cause")
+
+
+def _chained(context: list[str], header: int) -> bool:
+    """Does the traceback header at `header` continue a chain (Python's 'During handling of the above
+    exception, another exception occurred:' or '... direct cause ...' line just before it, blank lines aside)?"""
+    for i in range(header - 1, max(-1, header - 4), -1):
+        if context[i].strip():
+            return bool(_CHAIN_RE.search(context[i]))
+    return False
+
+
 def _newest_fatal_context(context: list[str]) -> int | None:
     """Index in `context` of the newest traceback header (or other fatal context) within reach, if any."""
     for i in range(len(context) - 1, max(-1, len(context) - 1 - _FATAL_CONTEXT_LINES), -1):
@@ -604,10 +620,14 @@ def _python_exception(state: JobHealth, m: LineMatch, role: str, ts: float | Non
     # it is itself a consequence or a wrapper (RayTaskError prints the remote cause after its header).
     tbs = state.tracebacks
     prev = tbs[-1] if tbs else None
-    if prev is not None and prev.stream == key and prev.attempt == attempt and ts is not None and prev.ts is not None \
-            and abs(ts - prev.ts) < 2.0:
-        if prev.swallowed:  # the rest of a chain the unraisable hook printed ("During handling of ...")
+    close = prev is not None and prev.stream == key and prev.attempt == attempt and ts is not None \
+        and prev.ts is not None and abs(ts - prev.ts) < 2.0
+    if close and prev is not None and prev.swallowed:
+        # only the rest of the chain the unraisable hook printed goes with it; a new traceback is its own failure
+        close = header is not None and _chained(context, header)
+        if close:
             rec.swallowed, rec.fatal = True, False
+    if close and prev is not None:
         wrapper = prev.consequence or "RayTaskError" in prev.exc_type or prev.failure_class in ("RayTaskError", "other")
         if wrapper and not rec.consequence:
             rec.fatal = rec.fatal or prev.fatal

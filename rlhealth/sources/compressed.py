@@ -119,22 +119,24 @@ def unpack_log(src: Path, dest: Path, *, max_bytes: int) -> Decompressed:
 
 def head_lines(path: Path, max_lines: int, max_bytes: int) -> list[bytes]:
     """The first `max_lines` lines of a log, plain or compressed (at most `max_bytes` of it read or
-    unpacked); [] when it cannot be read."""
+    unpacked, per call as well: a bomb stops there); [] when it cannot be read."""
     suffix = codec_suffix(path.name)
     if suffix is None and path.name.endswith(UNREADABLE_SUFFIXES):
         return []
     d = _CODECS[suffix]() if suffix is not None else None
-    data = b""
+    data = bytearray()
+    newlines = 0
     try:
         with open(path, "rb") as fin:
-            while len(data) < max_bytes and data.count(b"\n") < max_lines:
+            while len(data) < max_bytes and newlines < max_lines:
                 chunk = fin.read(_IN_CHUNK_BYTES)
                 if not chunk:
                     break
-                data += d.decompress(chunk) if d is not None else chunk  # one chunk expands ~1,000x at most
+                out = d.decompress(chunk, max_bytes - len(data)) if d is not None else chunk
+                newlines += out.count(b"\n")
+                data += out
                 if d is not None and d.eof:
                     break
     except (OSError, EOFError, zlib.error, lzma.LZMAError, ValueError):
         pass
-    return data.split(b"\n")[:max_lines]
-
+    return bytes(data).split(b"\n")[:max_lines]

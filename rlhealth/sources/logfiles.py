@@ -740,7 +740,7 @@ class FirstStampAfter:
         for path in self.later:
             lines = head_lines(path, left, MAX_HELD_LINES * 1024)
             for raw in lines:
-                t = line_timestamp(raw.decode("utf-8", "replace"), self.ref_time)
+                t = line_timestamp(raw[:MAX_LINE_BYTES].decode("utf-8", "replace"), self.ref_time)
                 if t is not None:
                     return t
             left -= len(lines)
