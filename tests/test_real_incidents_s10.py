@@ -6,40 +6,7 @@ gate statuses and verdict fields, not on wording."""
 
 from __future__ import annotations
 
-from functools import cache
-from pathlib import Path
-
-from rlhealth.agents.signatures import Classifier
-from rlhealth.embedded import probe
-from rlhealth.rules import load_rules
-from rlhealth.runtime import build_core
-from rlhealth.schemas import Verdict
-
-SCENARIOS = Path(__file__).parent / "scenarios"
-EXCERPTS = SCENARIOS / "real_excerpts"
-
-
-@cache
-def judged(name: str) -> Verdict:
-    return probe(SCENARIOS / name / "capture", build_core()).verdict
-
-
-@cache
-def classifier() -> Classifier:
-    return Classifier(load_rules())
-
-
-def signals_of(line: str) -> dict[str, dict]:
-    return {m.rule.signal: m.fields for m in classifier().scan([line])}
-
-
-def excerpt(name: str) -> list[str]:
-    return (EXCERPTS / f"{name}.txt").read_text(encoding="utf-8").splitlines()
-
-
-def families(v: Verdict) -> set[str]:
-    return {f for g in (v.gates.A, v.gates.B, v.gates.C) for f in g.families}
-
+from tests.incident_support import classifier, excerpt, families, judged, signals_of
 
 # ---------------------------------------------------------------- NovaSky-AI/SkyRL#24
 

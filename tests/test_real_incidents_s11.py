@@ -6,54 +6,10 @@ gate statuses and verdict fields, not on wording."""
 
 from __future__ import annotations
 
-from functools import cache
-from pathlib import Path
-
-import pytest
-
 from rlhealth.agents.failures import failure_class_of
-from rlhealth.agents.signatures import Classifier
-from rlhealth.embedded import probe
-from rlhealth.rules import load_rules
 from rlhealth.runtime import build_core
-from rlhealth.schemas import Verdict
 from tests.corekit import Job
-from tests.scenario_support import load_expected
-
-SCENARIOS = Path(__file__).parent / "scenarios"
-EXCERPTS = SCENARIOS / "real_excerpts"
-
-
-@cache
-def judged(name: str) -> Verdict:
-    return probe(SCENARIOS / name / "capture", build_core()).verdict
-
-
-@cache
-def classifier() -> Classifier:
-    return Classifier(load_rules())
-
-
-def signals_of(line: str) -> dict[str, dict]:
-    return {m.rule.signal: m.fields for m in classifier().scan([line])}
-
-
-def kinds_of(line: str) -> set[str]:
-    return {m.rule.kind for m in classifier().scan([line])}
-
-
-def excerpt(name: str) -> list[str]:
-    return (EXCERPTS / f"{name}.txt").read_text(encoding="utf-8").splitlines()
-
-
-def families(v: Verdict) -> set[str]:
-    return {f for g in (v.gates.A, v.gates.B, v.gates.C) for f in g.families}
-
-
-def gap(name: str):
-    """xfail (strict) on the core gap the scenario's expected.json names."""
-    return pytest.mark.xfail(strict=True, reason=load_expected(SCENARIOS / name).get("core_gap", ""))
-
+from tests.incident_support import excerpt, families, gap, judged, kinds_of, signals_of
 
 # ---------------------------------------------------------------- OpenRLHF/OpenRLHF#911
 
