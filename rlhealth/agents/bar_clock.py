@@ -21,17 +21,14 @@ def clock_seconds(text: object) -> float | None:
     """tqdm's elapsed, "MM:SS" or "H:MM:SS" (hours unbounded), in seconds; None if it is not one."""
     if type(text) is not str or len(text) > 16 or not text.isascii():
         return None
-    parts = text.split(":")
-    try:
-        if len(parts) == 2:
-            m, sec = parts
-            return float(int(m) * 60 + int(sec)) if m.isdigit() and sec.isdigit() else None
-        if len(parts) == 3:
-            h, m, sec = parts
-            if h.isdigit() and m.isdigit() and sec.isdigit():
-                return float((int(h) * 60 + int(m)) * 60 + int(sec))
-    except ValueError:
-        pass
+    parts = text.split(":")  # ASCII digits only below: int() cannot fail
+    if len(parts) == 2:
+        m, sec = parts
+        return float(int(m) * 60 + int(sec)) if m.isdigit() and sec.isdigit() else None
+    if len(parts) == 3:
+        h, m, sec = parts
+        if h.isdigit() and m.isdigit() and sec.isdigit():
+            return float((int(h) * 60 + int(m)) * 60 + int(sec))
     return None
 
 

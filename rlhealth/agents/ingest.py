@@ -429,8 +429,6 @@ _NO_TS = object()
 def _rotation_time(state: JobHealth, key: str) -> float | None:
     """The newest time of an (older) rotation of this stream's log that showed a timestamp, if any."""
     name = unrotated_name(key)
-    if name == key and not any(k != name and unrotated_name(k) == name for k in state.streams):
-        return None
     return max((s.last_ts for k, s in state.streams.items()
                 if k != key and s.stamped and s.last_ts is not None and unrotated_name(k) == name), default=None)
 

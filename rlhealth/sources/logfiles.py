@@ -730,7 +730,8 @@ __all__ = [
 class FirstStampAfter:
     """The fallback time of a rotated file with no timestamp of its own before its end: the first
     timestamp in the newer rotations of the same log (read from their heads, as many lines as a
-    reader holds back), else `default`. Called at most once, only when needed; picklable."""
+    reader holds back), else `default`. A reader calls it only for a file with no stamp before its end; the
+    worker-pool opener evaluates it in the parent before handing the reader out."""
 
     def __init__(self, later: list[Path], ref_time: datetime, default: datetime) -> None:
         self.later, self.ref_time, self.default = later, ref_time, default
