@@ -71,6 +71,7 @@ def lines_before_match(rule: Rule) -> int:
 _FATAL_CONTEXT_RE = re.compile(r"Error executing job|RayTaskError|Traceback \(most recent call last\)|"
                                r"Fatal Python error")
 _FATAL_CONTEXT_LINES = 60  # how far before an exception line its traceback's header may be
+assert _FATAL_CONTEXT_LINES < _TB_LOOKBACK, "_unraisable reads the line before a header inside the window"
 # Python's unraisable-exception hook (a finalizer, __del__, a weakref callback) prints this line, then the
 # traceback, and carries on: the exception was discarded, so its traceback says nothing about the job dying
 # (the python.unraisable rule's pattern, which the batch loop reads: both must say the same)
@@ -577,7 +578,11 @@ def _newest_fatal_context(context: list[str]) -> int | None:
 
 def _unraisable(context: list[str], header: int, carried: bool) -> bool:
     """Is the traceback header at `header` one the unraisable hook printed (the line right before it says
-    'Exception ignored in: ...'; `carried`: the previous batch ended with that line, `header` is the first)?"""
+    'Exception ignored in: ...'; `carried`: the previous batch ended with that line, `header` is the first)?
+
+    `header` is 0 only when the look-back window starts at the batch's first line: a header is looked for in
+    the last _FATAL_CONTEXT_LINES of a window of _TB_LOOKBACK, which is longer, so a window cut inside the batch
+    never puts a header at its first line (whose preceding line this could not see)."""
     if header == 0:
         return carried
     return bool(_UNRAISABLE_RE.search(context[header - 1]))
