@@ -83,6 +83,19 @@ def test_hung_engine_names_its_wait_and_three_families() -> None:
     assert set(v.gates.B.families) == {"engine_throughput", "progress_stall", "hang_log"}
     assert v.confidence == "high" and "waiting on its workers for 6 min" in v.gates.B.summary
     assert any("shm_broadcast" in e.text for e in v.gates.B.evidence)
+    assert any("py-spy" in s for s in v.next_steps)
+
+
+def test_a_restarted_servers_ghost_does_not_hide_the_stall() -> None:
+    """vllm serve restarted in the same log: the old APIServer's engine, silent for an hour, shares the EngineCore
+    key but is no longer an engine of the job's; the new server's stall is still its own."""
+    job = _job()
+    _stats(job, 5, prefix="(APIServer pid=1)", gen=50.0, running=2, stream="logs/serve.log")
+    for m in (ZERO_AT - 0.5, ZERO_AT):
+        _stats(job, m, prefix="(APIServer pid=605)", gen=80.0 if m < ZERO_AT else 0.0, running=3,
+               stream="logs/serve.log")
+    _waits(job, 3, prefix="(EngineCore pid=1154)", stream="logs/serve.log")
+    assert _b(job, ZERO_AT + 3.2)[3] == STALLED
 
 
 def test_stalled_engine_says_when_vllm_settles_it() -> None:

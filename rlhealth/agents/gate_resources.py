@@ -396,9 +396,10 @@ def stalled_on_workers(ctx: Context) -> list[tuple[str, dict]]:
     state, t = ctx.state, ctx.t
     if state.trainer.in_weight_sync_since is not None or state.sched.state == "pending" or not state.core_waits:
         return []
-    owners: dict[str, int] = {}
-    for e in state.engines.values():
-        if e.core:
+    owners: dict[str, int] = {}  # recent engines only: a restarted server's ghost in the same log names no one
+    for eid in ctx.engines_recent:
+        e = state.engines.get(eid)
+        if e is not None and e.core:
             owners[e.core] = owners.get(e.core, 0) + 1
     out: list[tuple[str, dict]] = []
     for eid in ctx.engines_recent:
