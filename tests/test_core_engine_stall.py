@@ -75,6 +75,15 @@ def test_zero_line_then_own_engine_core_waits(waits: int, minute: float, expecte
     assert _b(job, minute) == expected
 
 
+def test_a_raised_warning_interval_attests_its_own_length() -> None:
+    """VLLM_RINGBUFFER_WARNING_INTERVAL=600: one line says one wait has lasted 10 min, past the 300 s step limit."""
+    job = _job()
+    m = ZERO_AT + 10
+    job.log(m, [WAIT.format(prefix=CORE, ts=vllm_ts(at(m))).replace("in 60 seconds", "in 600 seconds")],
+            stream="logs/pod_rank1.log")
+    assert _b(job, m + 0.2) == ("KILL", False, "FAIL", HUNG)
+
+
 def test_hung_engine_names_its_wait_and_three_families() -> None:
     job = _job()
     _waits(job, 6)

@@ -382,7 +382,8 @@ def _engines(ctx: Context, g: GateResult, eager: bool | None) -> GateResult:
 def stalled_on_workers(ctx: Context) -> list[tuple[str, dict]]:
     """Engines stalled on their own workers: the newest stats line had requests Running and no token of any kind
     (prompt and generation 0.0 tok/s), and since then the engine's own EngineCore has printed at least
-    `engine_stall_waits` shm_broadcast waits in one run (one per 60 s of a single wait) and no stats line.
+    `engine_stall_waits` shm_broadcast waits in one run (one per 60 s of a single wait; fewer when their stated
+    interval already reaches `engine_hung_silent_s`) and no stats line.
 
     Why each part: vLLM logs an interval at INFO unless it and the one before had zero throughput, so with
     requests Running a 0.0/0.0 line is the first interval of a stall and silence follows (the lines go to
@@ -411,11 +412,12 @@ def stalled_on_workers(ctx: Context) -> list[tuple[str, dict]]:
         if run is None:
             continue
         first, last, n, interval = run
-        if first <= eng.last_ts or n < t.engine_stall_waits:
-            continue
         # the wait began one interval before its first line: what the engine itself attests, not our clock
+        waited = last - first + interval
+        if first <= eng.last_ts or (n < t.engine_stall_waits and waited < t.engine_hung_silent_s):
+            continue  # (one line of a raised VLLM_RINGBUFFER_WARNING_INTERVAL can attest the step limit alone)
         out.append((eid, {"engine": eid, "running": eng.last_running, "waits": n, "interval_s": interval,
-                          "waited_s": last - first + interval, "stats_silent_s": ctx.now - eng.last_ts}))
+                          "waited_s": waited, "stats_silent_s": ctx.now - eng.last_ts}))
     out.sort(key=lambda x: -x[1]["waited_s"])
     return out
 
