@@ -7,6 +7,8 @@ gate statuses and verdict fields, not on wording."""
 from __future__ import annotations
 
 from rlhealth.agents.failures import failure_class_of
+from rlhealth.agents.normalize import peel_prefixes
+from rlhealth.agents.roles import engine_core_of_line, engine_core_of_stats
 from rlhealth.runtime import build_core
 from tests.corekit import Job
 from tests.incident_support import excerpt, families, judged, kinds_of, signals_of
@@ -121,6 +123,11 @@ def test_vllm_zero_throughput_then_shm_waits_classify() -> None:
     assert (f["generation_tokens_per_s"], f["running"]) == (0.0, 3)
     assert "benign_shm_wait" in signals_of(lines[4])
     assert not kinds_of(lines[0]) & {"hang", "death", "fatal"}  # a Triton JIT warning is a latency spike
+    # the APIServer's stats line and the EngineCore's wait name the same engine; the TP worker's line names none
+    stats_prefixes, wait_prefixes = peel_prefixes(lines[3])[0], peel_prefixes(lines[4])[0]
+    key = engine_core_of_stats(stats_prefixes, f["engine"], "logs/pod_rank0.log")
+    assert key and engine_core_of_line(wait_prefixes, "logs/pod_rank0.log") == key
+    assert engine_core_of_line(peel_prefixes(lines[0])[0], "logs/pod_rank0.log") == ""
 
 
 def test_vllm_engine_stuck_at_zero_with_requests_in_flight_escalates_before_vllms_step_limit() -> None:
