@@ -215,3 +215,54 @@ def test_resent_wait_lines_do_not_count_twice() -> None:
     _waits(job, 1)  # the same line shipped again
     assert _b(job, ZERO_AT + 1.2)[3] != STALLED
     assert [run[2] for run in job.last_state.core_waits.values()] == [1]
+
+
+BANNER = "{prefix} INFO {ts} [core.py:93] Initializing a V1 LLM engine (v0.11.0) with config: model='Qwen/Qwen3-8B'"
+
+
+def _restarted_serve(new_pid: int = 905) -> Job:
+    """vllm serve in one log: generating, then one 0.0/0.0 line with Running 3, then the server restarts (a new
+    EngineCore's start-up banner): the old requests died with the old EngineCore."""
+    job = Job(build_core()).spec(geometry={"num_inference_engines": 1, "engine_tp": 2, "engine_pods": ["pod-1"],
+                                           "policy_pods": ["pod-0"]})
+    job.states(0, 70).steps(0, 60).trials(30, 8).trials(44, 8).trials(58, 8)
+    m = 30.0
+    while m < ZERO_AT:
+        _stats(job, m, prefix="(APIServer pid=605)", gen=800.0, running=3, stream="logs/serve.log")
+        m += 1 / 6
+    _stats(job, ZERO_AT, prefix="(APIServer pid=605)", running=3, stream="logs/serve.log")
+    job.log(ZERO_AT + 1, [BANNER.format(prefix="(EngineCore_DP0 pid=1300)", ts=vllm_ts(at(ZERO_AT + 1)))],
+            stream="logs/serve.log")
+    return job
+
+
+@pytest.mark.parametrize("waits", [2, 6])
+def test_a_restarted_servers_start_up_waits_are_not_the_old_engines_stall(waits: int) -> None:
+    """A new EngineCore prints the same wait while its workers profile and compile (noonghunna/club-3090#137: three
+    in a row before 'Initial profiling/warmup run took 144 s'); its key is the old engine's (one stream, no pid of
+    its own in it), but the old engine's requests died with the EngineCore its banner replaced."""
+    job = _restarted_serve()
+    _waits(job, waits, prefix="(EngineCore_DP0 pid=1300)", stream="logs/serve.log", first=ZERO_AT + 2)
+    verdict, _, status, code = _b(job, ZERO_AT + 2 + waits - 1 + 0.2)
+    assert verdict == "NO-KILL" and status != "FAIL" and code not in (STALLED, HUNG)
+
+
+@pytest.mark.parametrize("new_pid", [905, 605])  # a container's APIServer is often pid 1 on every start
+def test_a_restarted_server_generating_again_leaves_no_hung_ghost(new_pid: int) -> None:
+    """The old engine's 0.0 line is its last; the new server generates: not a hung engine."""
+    job = _restarted_serve()
+    m = ZERO_AT + 4
+    while m < ZERO_AT + 9:
+        _stats(job, m, prefix=f"(APIServer pid={new_pid})", gen=800.0, running=3, stream="logs/serve.log")
+        m += 1 / 6
+    assert _b(job, ZERO_AT + 9) == ("NO-KILL", False, "PASS", "B.generating")
+
+
+def test_a_restarted_server_that_stalls_is_still_read() -> None:
+    """The same key after the restart: the new server's own 0.0/0.0 line, then its EngineCore's waits."""
+    job = _restarted_serve(new_pid=605)
+    for m in (ZERO_AT + 4, ZERO_AT + 4.5):
+        _stats(job, m, prefix="(APIServer pid=605)", gen=800.0 if m < ZERO_AT + 4.5 else 0.0, running=3,
+               stream="logs/serve.log")
+    _waits(job, 3, prefix="(EngineCore_DP0 pid=1300)", stream="logs/serve.log", first=ZERO_AT + 5.3)
+    assert _b(job, ZERO_AT + 7.5)[3] == STALLED

@@ -65,6 +65,25 @@ def engine_core_wait(state: JobHealth, f: dict, prefixes, ts: float | None, stre
     state.core_waits[key] = (ts, ts, 1, interval)
 
 
+def engine_core_start(state: JobHealth, prefixes, ts: float | None, stream: str) -> None:
+    """An EngineCore's start-up banner ('Initializing a V1 LLM engine (v0.11.0) ...'): a new EngineCore process under
+    this key. A restarted vllm serve logs into the same stream, and its EngineCore key names no pid (the stream or
+    pod, the Ray actor around it, the DP index), so the old engine's requests in flight died with the process the
+    banner replaces: its newest stats line no longer says that anything is Running (neither its 0.0 line is a hang
+    nor the new EngineCore's waits while its workers load, profile and compile are its stall), and the old
+    EngineCore's run of waits is over. The engine's next stats line (a container's APIServer often has the same pid
+    on every start, so the same engine id) says again what is Running."""
+    if ts is None:
+        return
+    key = roles.engine_core_of_line(prefixes, stream)
+    if not key:
+        return
+    state.core_waits.pop(key, None)
+    for eng in state.engines.values():
+        if eng.core == key and eng.last_ts is not None and eng.last_ts <= ts:
+            eng.last_running = 0.0
+
+
 def engine_config(state: JobHealth, sig: str, f: dict) -> None:
     if sig == "enforce_eager":
         value = f.get("value")

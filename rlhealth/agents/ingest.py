@@ -16,7 +16,13 @@ from rlhealth.agents.bar_clock import bar_time
 from rlhealth.agents.failures import BENIGN_EXCEPTIONS, failure_class_of, is_consequence
 from rlhealth.agents.findings import Finding
 from rlhealth.agents.fold_common import as_int, clip, epoch, to_float, touch_role
-from rlhealth.agents.fold_engines import engine_config, engine_core_wait, engine_stats, fold_engine_rows
+from rlhealth.agents.fold_engines import (
+    engine_config,
+    engine_core_start,
+    engine_core_wait,
+    engine_stats,
+    fold_engine_rows,
+)
 from rlhealth.agents.fold_trainer import LatestProgress, fold_progress, trainer_progress
 from rlhealth.agents.lognames import unrotated_name
 from rlhealth.agents.normalize import (
@@ -372,7 +378,8 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
             if prog_k:
                 fold_progress(state, prog_sig, prog_f, prog_ts, prog_k, make_ev, latest)
                 prog_sig, prog_f, prog_ts, prog_k = [], [], [], []
-            if (ri[3] == "engine_stats" or ri[3] == "engine_wait") and rows_ts:  # an EngineCore wait reads engines
+            # an EngineCore's wait or start-up banner reads (and the banner writes) the engines
+            if (ri[3] == "engine_stats" or ri[3] == "engine_wait" or rule.signal == "version_banner") and rows_ts:
                 fold_engine_rows(state, rows_eng, rows_ts, rows_f)
                 rows_eng, rows_ts, rows_f = [], [], []
             ev = Ev(ts, key, clip(text), rule.id, stream, offsets[index] if offsets is not None else None)
@@ -508,6 +515,8 @@ def _apply_match(state: JobHealth, m: LineMatch, rest: str, prefixes, role: str,
         engine_config(state, sig, f)
     elif effect == "engine_wait":
         engine_core_wait(state, f, prefixes, ts, batch.source.host or key)
+    elif effect == "activity" and sig == "version_banner":
+        engine_core_start(state, prefixes, ts, batch.source.host or key)
     elif effect == "hardware" and sig == "xid":
         code = as_int(f.get("xid"))
         if code is not None and ts is not None:
