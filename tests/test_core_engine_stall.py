@@ -13,6 +13,8 @@ from __future__ import annotations
 import pytest
 
 from rlhealth.runtime import build_core
+from rlhealth.schemas import LogBatch
+from rlhealth.sources.logfiles import source_for
 from tests.corekit import Job, at, loguru_ts, vllm_ts
 
 ACTOR = "(AsyncVLLMInferenceEngine pid=4000, ip=10.0.0.1)"
@@ -266,3 +268,33 @@ def test_a_restarted_server_that_stalls_is_still_read() -> None:
                stream="logs/serve.log")
     _waits(job, 3, prefix="(EngineCore_DP0 pid=1300)", stream="logs/serve.log", first=ZERO_AT + 5.3)
     assert _b(job, ZERO_AT + 7.5)[3] == STALLED
+
+
+def test_ray_worker_files_of_one_node_keep_their_engine_cores_apart() -> None:
+    """Ray's own per-worker files (logs/ray/<node>/worker-*.out) carry no actor prefix, and the shipper names their
+    node as host: one actor's engine idle with a stale Running count after aborts (vllm#22545), another actor's
+    EngineCore on the same node waiting while it starts (a respawned engine compiling). Each worker file is one
+    process tree, so the waits are not the idle engine's."""
+    job = Job(build_core()).spec(geometry={"num_inference_engines": 2, "engine_tp": 2})
+    job.states(0, 70).steps(0, 60).trials(30, 8).trials(44, 8).trials(58, 8)
+
+    def log(minute: float, line: str, worker: str) -> None:
+        job.events.append(LogBatch(job_id=job.job_id, event_time=at(minute), lines=[line],
+                                   source=source_for(f"logs/ray/node-1/worker-{worker}.out")))
+
+    m = 30.0
+    while m < ZERO_AT:
+        log(m, STATS.format(prefix="", ts=vllm_ts(at(m)), label="Engine 000", gen=800.0, prompt=0.0,
+                            running=3).lstrip(), "aaa")
+        m += 1 / 6
+    log(ZERO_AT, STATS.format(prefix="", ts=vllm_ts(at(ZERO_AT)), label="Engine 000", gen=0.0, prompt=0.0,
+                              running=3).lstrip(), "aaa")
+    for k in range(6):
+        log(ZERO_AT + 1 + k, WAIT.format(prefix="(EngineCore_DP0 pid=7100)", ts=vllm_ts(at(ZERO_AT + 1 + k))), "ccc")
+    verdict, _, status, code = _b(job, ZERO_AT + 6.2)
+    assert verdict == "NO-KILL" and status != "FAIL" and code not in (STALLED, HUNG)
+    # the idle engine's own EngineCore (its worker file) is still its own
+    for k in range(6):
+        log(ZERO_AT + 1.5 + k, WAIT.format(prefix="(EngineCore_DP0 pid=4100)", ts=vllm_ts(at(ZERO_AT + 1.5 + k))),
+            "aaa")
+    assert _b(job, ZERO_AT + 6.7)[3] == HUNG

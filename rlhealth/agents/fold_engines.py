@@ -28,9 +28,10 @@ def engine_stats(state: JobHealth, f: dict, prefixes, ts: float | None, batch: L
             # Forget the engine that has been silent longest (respawned pids leave ghosts).
             oldest = min(state.engines, key=lambda k: state.engines[k].last_ts or 0.0)
             del state.engines[oldest]
+        # its EngineCore's key names the stream, not the host: Ray's per-worker files of one node (host = node) are
+        # one process tree each, with no actor prefix on their lines
         eng = state.engines[eid] = EngineState(host=roles.pod_of(prefixes) or batch.source.host,
-                                               core=roles.engine_core_of_stats(prefixes, label,
-                                                                               batch.source.host or key))
+                                               core=roles.engine_core_of_stats(prefixes, label, key))
     if ts is not None:
         roll_gen_bucket(state, ts)
         engine_sample(eng, ts, to_float(f.get("generation_tokens_per_s")) or 0.0,

@@ -514,9 +514,9 @@ def _apply_match(state: JobHealth, m: LineMatch, rest: str, prefixes, role: str,
     elif effect == "config":
         engine_config(state, sig, f)
     elif effect == "engine_wait":
-        engine_core_wait(state, f, prefixes, ts, batch.source.host or key)
+        engine_core_wait(state, f, prefixes, ts, key)
     elif effect == "activity" and sig == "version_banner":
-        engine_core_start(state, prefixes, ts, batch.source.host or key)
+        engine_core_start(state, prefixes, ts, key)
     elif effect == "hardware" and sig == "xid":
         code = as_int(f.get("xid"))
         if code is not None and ts is not None:
