@@ -322,7 +322,7 @@ def _engines(ctx: Context, g: GateResult, eager: bool | None) -> GateResult:
             and now - eng.last_ts > t.engine_hung_silent_s and ctx.latest_engine_ts
             and ctx.latest_engine_ts - eng.last_ts > t.engine_hung_behind_s]
     stuck = stalled_on_workers(ctx)
-    waited_out = [(eid, f) for eid, f in stuck if f["waited_s"] >= t.engine_hung_silent_s]
+    waited_out = [(eid, f) for eid, f in stuck if f["waited_s"] >= t.engine_core_wait_hung_s]
     if (hung or waited_out) and ctx.state.sched.state != "pending":
         hung += [eid for eid, _ in waited_out if eid not in hung]
         g.status, g.code, g.cause = "FAIL", Code.ENGINE_HUNG, "engine_hung"
@@ -330,8 +330,8 @@ def _engines(ctx: Context, g: GateResult, eager: bool | None) -> GateResult:
         g.add(Code.ENGINE_NO_STATS, "progress_stall", engines=hung[:3])
         g.facts["n"] = len(hung)
         if waited_out:
-            # the engine's own lines: one wait on its workers outlived the step limit (independent of its stats)
-            g.facts["stall"] = dict(waited_out[0][1], limit_s=t.engine_hung_silent_s)
+            # the engine's own lines: one wait on its workers outlived any stall seen to end (independent of its stats)
+            g.facts["stall"] = dict(waited_out[0][1], limit_s=t.engine_core_wait_hung_s)
             g.add(Code.ENGINE_CORE_WAITING, "hang_log", **waited_out[0][1])
         engine_evidence(state, g, hung)
         if waited_out:
@@ -349,13 +349,13 @@ def _engines(ctx: Context, g: GateResult, eager: bool | None) -> GateResult:
         g.culprit = Culprit(roles.ENGINE, idle[0][0], idle[0][0], [Why.RESIDENT_IDLE])
         return g
     if stuck:
-        # Stalled, not yet hung: the same evidence short of vLLM's step limit. Such stalls have ended by themselves
-        # (a step stuck for minutes, then serving again), so escalate and say when vLLM itself will settle it.
+        # Stalled, not yet hung: such stalls have ended by themselves (a step stuck for minutes, then serving
+        # again), so escalate and say when vLLM itself will settle it (its step limit) and when we call it hung.
         eid, facts = stuck[0]
         g.status, g.code, g.escalate = "UNKNOWN", Code.ENGINE_STALLED, True
         g.facts["stall"] = dict(facts, n=len(stuck), limit_s=t.engine_hung_silent_s)
         g.watch.append(("engine_stall", {"left_s": max(t.engine_hung_silent_s - facts["waited_s"], 0.0),
-                                         "limit_s": t.engine_hung_silent_s}))
+                                         "hung_s": t.engine_core_wait_hung_s}))
         engine_evidence(state, g, [e for e, _ in stuck])
         _wait_evidence(state, g)
         return g
@@ -383,7 +383,8 @@ def stalled_on_workers(ctx: Context) -> list[tuple[str, dict]]:
     """Engines stalled on their own workers: the newest stats line had requests Running and no token of any kind
     (prompt and generation 0.0 tok/s), and since then the engine's own EngineCore has printed at least
     `engine_stall_waits` shm_broadcast waits in one run (one per 60 s of a single wait; fewer when their stated
-    interval already reaches `engine_hung_silent_s`) and no stats line.
+    interval already reaches `engine_hung_silent_s`) and no stats line. Hung (the caller) once one wait reaches
+    `engine_core_wait_hung_s`.
 
     Why each part: vLLM logs an interval at INFO unless it and the one before had zero throughput, so with
     requests Running a 0.0/0.0 line is the first interval of a stall and silence follows (the lines go to

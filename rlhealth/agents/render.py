@@ -263,7 +263,8 @@ def gate_summary(g: GateResult) -> str:
     if c == Code.ENGINE_HUNG:
         stall = f.get("stall")
         waited = (f", its EngineCore waiting on its workers for {age(stall['waited_s'])} by its own lines "
-                  f"(vLLM's own limit for one step: {age(stall['limit_s'])})" if stall else "")
+                  f"(past {age(stall['limit_s'])}: longer than stalls seen to end by themselves, and vLLM's own step "
+                  f"limit ended nothing)" if stall else "")
         return (f"{f['n']} engine(s) printed 0.0 tok/s with Running > 0 and then went silent{waited}; "
                 f"{_shape(f['shape'])}")
     if c == Code.ENGINE_STALLED:
@@ -412,10 +413,12 @@ _WATCH: dict[str, Any] = {
     "state_poll": lambda f: "a state poll: if the job still reads running with this silence, it is wedged (→ KILL)",
     "engine_after_death": lambda f: (f"engine stats lines again within {age(f['after_s'])} of the death line; none "
                                      "→ the rollout side is down (→ KILL)"),
-    "engine_stall": lambda f: (f"the stalled engine settling within ~{age(f['left_s'])}: a stats line again "
-                               f"(recovered), or 'RPC call to ... timed out' / EngineDeadError or its EngineCore "
-                               f"still waiting past {age(f['limit_s'])} (hung → KILL); meanwhile dump the EngineCore "
-                               f"and worker stacks (py-spy dump --pid) while it is stuck"),
+    "engine_stall": lambda f: ((f"the stalled engine settling within ~{age(f['left_s'])} (vLLM's step limit): "
+                                if f["left_s"] > 0 else "the stalled engine, past vLLM's default step limit "
+                                "(VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS raised?): ")
+                               + f"a stats line again (recovered), or 'RPC call to ... timed out' / EngineDeadError "
+                               f"or its EngineCore still waiting past {age(f['hung_s'])} (hung → KILL); meanwhile "
+                               f"dump the EngineCore and worker stacks (py-spy dump --pid) while it is stuck"),
     "engine_requests": lambda f: ("engine stats lines (vLLM's throughput line, SGLang's 'Decode batch') with "
                                   "requests running again once rollouts dispatch"),
     "engine_stats": lambda f: ("engine stats lines on every engine (vLLM's 'Avg generation throughput', SGLang's "

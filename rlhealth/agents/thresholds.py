@@ -49,6 +49,12 @@ class Thresholds:
     engine_hung_silent_s: float = 300.0
     engine_hung_behind_s: float = 120.0      # ... the log flowing: another engine logged this much later, or
     engine_stall_waits: int = 2              # ... its own EngineCore printed this many 60-s waits on its workers
+    # Hung on its EngineCore's waits alone (no stats, no timeout line): vLLM's own 300 s limit ends a stuck step
+    # with 'RPC call ... timed out' / EngineDeadError, which Gate A reads as a death; waits past that mean the
+    # limit was raised or absent, and such waits have ended by themselves after up to 15 min
+    # (MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks#128) or held requests through a weight update run in the
+    # EngineCore (NVIDIA-NeMo/RL#3839): so KILL only past the longest recovery seen.
+    engine_core_wait_hung_s: float = 1200.0
     starving_share_ratio: float = 0.7        # share of buckets with Waiting >> Running
     starving_span_s: float = 900.0
     floored_span_s: float = 600.0

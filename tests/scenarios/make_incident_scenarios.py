@@ -745,7 +745,7 @@ def build_vllm_engine_zero_throughput_running_wedge(root: Path):
                    "EngineCore wait with frozen counters has also ended by itself after 90 s to 15 min "
                    "(MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks#128). Hand the supervisor the evidence, ask for py-spy "
                    "stacks of the EngineCore and TP workers while it waits; the next sweep sees the RPC timeout / "
-                   "EngineDeadError or a fifth wait (hung, KILL) or stats again (recovered).",
+                   "EngineDeadError (KILL), stats again (recovered), or the EngineCore still waiting at 20 min (hung, KILL).",
                sources=[
                    ("vllm-project/vllm#48752", "logs/pod_rank0.log: the two jit_monitor warnings, the two loggers.py lines "
                     "(20.5 then 0.0 tok/s, Running: 3) and the first shm_broadcast line",
