@@ -232,6 +232,9 @@ class JobHealth(msgspec.Struct):
     # The newest hang line that said how long its collective had been stuck ("ran for N milliseconds"):
     # (its time, the time the collective was issued, attempt, stream). No step of that group completed between.
     collective_stuck: tuple[float, float, int | None, str] | None = None
+    # Hang lines that said how long their process had been stuck (SGLang's scheduler watchdog fires once one
+    # forward batch has run `timeout_s`): stream -> (the line's time, when the stall began), newest per stream.
+    stated_stalls: dict[str, tuple[float, float]] = msgspec.field(default_factory=dict)
     # tqdm bars' clocks: (log, prefixes) key -> (the time we gave the bar's first line, its elapsed s); keyed by
     # the log's unrotated name, so a bar continues across its log's rotations (bar_clock.py)
     bars: dict[str, tuple[float, float]] = msgspec.field(default_factory=dict)

@@ -45,6 +45,8 @@ class Thresholds:
     engine_quiet_s: float = 900.0            # no stats at all for this long: idle or hung
     engine_hung_silent_s: float = 300.0      # a 0 tok/s line with Running > 0, then this much silence
     engine_hung_behind_s: float = 120.0
+    engine_stall_silent_s: float = 300.0     # an engine that said it is stuck (a watchdog's stated stall) and
+    #                                          from which no engine generated since: this long silent is hung
     starving_share_ratio: float = 0.7        # share of buckets with Waiting >> Running
     starving_span_s: float = 900.0
     floored_span_s: float = 600.0
