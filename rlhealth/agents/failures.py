@@ -21,6 +21,9 @@ INFRA_EXCEPTIONS = frozenset({
     "DockerError", "EnvironmentError", "RuntimeEnvSetupError", "AgentSetupTimeoutError",
     "AgentEnvironmentTimeoutError", "SnapshotQuotaExceeded", "HealthcheckError", "BridgeOutageError",
     "EnrootMemoryLimitExceededError", "NetworkError", "ConnectionError",
+    # The verifier could not copy the tests into the environment or its results out of it: the sandbox is gone
+    # or degraded (the fork's INFRASTRUCTURE category; scaleapi/vero#58: 'sandbox died, seen from the verifier').
+    "AddTestsDirError", "DownloadVerifierDirError",
 })
 # Sandbox SDKs name their errors after the provider or the sandbox, one class per HTTP status: the Daytona SDK
 # raises DaytonaBadRequestError, DaytonaRateLimitError, DaytonaNotFoundError, ... (all DaytonaError subclasses),

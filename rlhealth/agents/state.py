@@ -153,6 +153,9 @@ class TrialStats(msgspec.Struct):
     completed_ts: list[int] = msgspec.field(default_factory=list)  # recent completion times, for the rate
     turns: list[int] = msgspec.field(default_factory=list)
     exc_types: dict[str, int] = msgspec.field(default_factory=dict)
+    # Of those, the ones whose message names an infrastructure failure (an infra rule matched it): a generic
+    # class (NotFoundError, RuntimeError) says nothing, 'Modal Sandbox with container ID ... not found' does.
+    exc_infra: dict[str, int] = msgspec.field(default_factory=dict)
     exc_examples: dict[str, Ev] = msgspec.field(default_factory=dict)
     completed_names: list[str] = msgspec.field(default_factory=list)  # recent, for de-duplication
     running_names: list[str] = msgspec.field(default_factory=list)

@@ -21,8 +21,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _lib import SACCT_HEADER, Capture, Log, TrialSpec, gpu_uuids, h100_nodes, loguru, model_info, ray_pfx, run_builders, \
-    v1_stats, vllm_033, write_trial
+from _lib import (
+    SACCT_HEADER,
+    Capture,
+    Log,
+    TrialSpec,
+    gpu_uuids,
+    h100_nodes,
+    loguru,
+    model_info,
+    ray_pfx,
+    run_builders,
+    v1_stats,
+    vllm_033,
+    write_trial,
+)
 from _tasks import EASY, coherent_turns
 from make_incident_scenarios import DAY, M, S, add_block, at, incident_capture, rebase
 from make_real_scenarios import excerpt, h100_busy, verl_step_line
@@ -372,7 +385,6 @@ def build_kuberay_head_oomkilled_crashloop(root: Path):
                            hardware=h100_nodes(1), engines=4, engine_tp=2, colocated=True, max_retries=1,
                            new="first launch on KubeRay from the sample RayCluster manifest",
                            pods={"engine_pods": [worker], "policy_pods": [worker]})
-    rng = cap.rng
     real = excerpt("kuberay-4287_head_oomkilled_last_state")
     verbatim = {ln.split(": ", 1)[0]: ln.split(": ", 1)[1].strip('"') for ln in real}
 
