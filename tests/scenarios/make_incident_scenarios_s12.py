@@ -465,11 +465,98 @@ def build_kuberay_head_oomkilled_crashloop(root: Path):
                ])
 
 
+# ============================================================== verl-project/verl#472 (+ #719)
+
+
+def build_verl_thread_limit_workers_never_ran_terminal(root: Path):
+    """verl 0.2 GRPO on one shared 8-GPU box: while the colocated WorkerDicts start, the Ray workers cannot create
+    threads ('thread: Resource temporarily unavailable [system:11]'), one WorkerDict dies before it ran, and the
+    driver exits through Hydra. The Ray job is FAILED. Ray's death message guesses OOM / ray stop / SIGSEGV; the
+    worker's own line says thread creation failed."""
+    now, start = at("19:33:00"), at("19:24:10")
+    failed = tuple({"ts": f"{DAY}T{t}Z", "state": "failed", "pods": 0, "failure_count": 1, "preemption_count": 0,
+                    "attempt": 0, "max_retries": 0,
+                    "attempts": [{"attempt": 0, "terminal_state": "failed", "exit_code": 1,
+                                  "ended_at": f"{DAY}T19:28:31Z", "error": "Job entrypoint command failed with exit code 1"}]}
+                   for t in ("19:29:05", "19:31:04", "19:32:58"))
+    cap = incident_capture(root, "verl_thread_limit_workers_never_ran_terminal", 4721, job_id="verl-grpo-q25-7b-shared-box",
+                           scheduler="other", now=now, polls=(start + S(20), at("19:28:25"), 60), final_rows=failed,
+                           model=model_info("Qwen2.5-7B-Instruct", 7.6), hardware=h100_nodes(1), engines=8, engine_tp=1,
+                           colocated=True, max_retries=0, new="first GRPO run on a shared lab machine (verl 0.2, Ray 2.43)")
+    real = excerpt("verl-472_thread_limit_actor_never_ran")
+    out = Log()
+    mt = "(main_task pid=26626) "
+    out.add(start + S(25), f"{mt}{{'actor_rollout_ref': {{'actor': {{'clip_ratio': 0.2,")
+    for k, ln in enumerate(["'algorithm': {'adv_estimator': 'grpo',", "'gamma': 1.0,",
+                            "'kl_ctrl': {'kl_coef': 0.001, 'type': 'fixed'},", "'trainer': {'n_gpus_per_node': 8,",
+                            "'nnodes': 1,", "'total_epochs': 15}}"]):
+        out.add(start + S(25.01 + 0.001 * k), f"{mt} {ln}")
+    out.add(start + S(31), f"{mt}Size of train dataloader: 58")
+    out.add(start + S(31.5), f"{mt}Total training steps: 870")
+    t_die = at("19:28:29")
+    head = [
+        "Error executing job with overrides: ['algorithm.adv_estimator=grpo', 'data.train_batch_size=128', "
+        "'actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct', 'actor_rollout_ref.rollout.name=vllm', "
+        "'actor_rollout_ref.rollout.n=5', 'trainer.n_gpus_per_node=8', 'trainer.nnodes=1']",
+        "Traceback (most recent call last):",
+        '  File "/fs/archive/share/verl/verl/trainer/main_ppo.py", line 25, in main',
+        "    run_ppo(config)",
+        '  File "/fs/archive/share/verl/verl/trainer/main_ppo.py", line 33, in run_ppo',
+        "    ray.get(main_task.remote(config, compute_score))",
+        '  File "/fs/archive/share/verl_env/lib/python3.9/site-packages/ray/_private/worker.py", line 2771, in get',
+        "    values, debugger_breakpoint = worker.get_objects(object_refs, timeout=timeout)",
+        '  File "/fs/archive/share/verl_env/lib/python3.9/site-packages/ray/_private/worker.py", line 919, in get_objects',
+        "    raise value.as_instanceof_cause()",
+        "ray.exceptions.RayTaskError(ActorDiedError): ray::main_task() (pid=26626, ip=10.0.0.1)",
+        '  File "/fs/archive/share/verl/verl/trainer/main_ppo.py", line 124, in main_task',
+        "    trainer.init_workers()",
+        '  File "/fs/archive/share/verl/verl/trainer/ppo/ray_trainer.py", line 712, in init_workers',
+        "    self.actor_rollout_wg.init_model()",
+        '  File "/fs/archive/share/verl/verl/single_controller/ray/base.py", line 42, in func',
+        "    output = ray.get(output)",
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+        "\tclass_name: create_colocated_worker_cls.<locals>.WorkerDict",
+        "\tactor_id: 7d0e2f1c9a8b4c3d2e1f0a9b01000000",
+    ]
+    add_block(out, t_die, head + real[:7])
+    out.add(at("19:28:30") + S(0.014), rebase(real[7], ("2025-03-04", DAY)))
+    out.add(at("19:28:30") + S(0.101), rebase(real[8], ("2025-03-04", DAY)))
+    cap.write_text("logs/ray_job_driver.log", out.render())
+    cap.expect(verdict=["NO-KILL"], status=["TERMINAL"], failing=["A"], must_not_fail=["restarts"],
+               evidence=["(?i)(Resource temporarily unavailable|thread)"],
+               next_steps=["(?i)(ulimit|max user processes|thread|pids|RAY_worker_num_grpc_internal_threads)"],
+               why="Gate A TERMINAL (seed §2: the state poll reads failed with 0 pods -> nothing to kill; report the "
+                   "root-cause traceback and whether it is transient). The driver died in init_workers with "
+                   "'ray.exceptions.ActorDiedError ... WorkerDict ... SYSTEM_ERROR ... connection error code 2' and "
+                   "'The actor never ran - it was cancelled before it started running.' Ray's message lists generic "
+                   "causes (OOM killer, ray stop --force, SIGSEGV), but the workers' own line, printed right after, says "
+                   "what happened: 'Unhandled exception: N5boost10wrapexceptINS_6system12system_errorEEE. what(): "
+                   "thread: Resource temporarily unavailable [system:11]' - thread creation failed with EAGAIN, the "
+                   "per-user process/thread limit. The same failure in verl#719 was fixed by raising 'ulimit -u' (and "
+                   "Ray's RAY_worker_num_grpc_internal_threads). Deterministic on this machine: the root cause and the "
+                   "next steps must name the thread limit, not host OOM.",
+               sources=[
+                   ("verl-project/verl#472", "logs/ray_job_driver.log: the tail of the ActorDiedError ('\\tname: "
+                    "31cVuRWorkerDict_0:3' to 'Set the environment variable HYDRA_FULL_ERROR=1 ...') and the two "
+                    "'(WorkerDict pid=...) [... E ...] logging.cc:...' lines (Unhandled exception ... Resource "
+                    "temporarily unavailable; Stack trace)",
+                    "date rebased 2025-03-04 -> 2026-11-20 (times kept); the traceback head (Hydra's 'Error executing "
+                    "job', main_ppo / ray / init_workers frames, class_name and actor_id) is reconstructed because the "
+                    "stored excerpt starts at the 'name:' line; the excerpt's cut stack-trace frame is left out"),
+                   ("verl-project/verl#719", "- (the same error: 'Maybe the linux max user processes caused this problem, "
+                    "you can try increase this limit by ulimit -u 16384'; RAY_worker_num_grpc_internal_threads)",
+                    "what the line means and the fix"),
+                   ("-", "-", "the main_task config lines, capture.json, job.json (Qwen2.5-7B, 8 GPUs: assumed) and "
+                    "state.jsonl (running, then failed with 0 pods)"),
+               ])
+
+
 BUILDERS = {
     "sglang_dp_attention_decode_hang_watchdog": build_sglang_dp_attention_decode_hang_watchdog,
     "verl_actor_died_in_sleep_slurm_terminal": build_verl_actor_died_in_sleep_slurm_terminal,
     "modal_sandbox_outage_every_trial": build_modal_sandbox_outage_every_trial,
     "kuberay_head_oomkilled_crashloop": build_kuberay_head_oomkilled_crashloop,
+    "verl_thread_limit_workers_never_ran_terminal": build_verl_thread_limit_workers_never_ran_terminal,
 }
 
 
