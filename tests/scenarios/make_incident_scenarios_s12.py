@@ -551,12 +551,74 @@ def build_verl_thread_limit_workers_never_ran_terminal(root: Path):
                ])
 
 
+# ============================================================== huggingface/open-r1#239 (+ #257)
+
+
+def build_grpo_loss_zero_rewards_rising_healthy(root: Path):
+    """open-r1 GRPO (TRL, 4 training ranks + vLLM on the 5th GPU), 13 min in: every logged step reads
+    'loss': 0.0 while rewards and KL move. The poster asked why; the thread's answer: completely normal (the
+    GRPO loss value is beta x KL, which starts at 0; its gradient is not 0). Healthy, alarming number."""
+    now, start = at("10:31:40"), at("10:17:30")
+    cap = incident_capture(root, "grpo_loss_zero_rewards_rising_healthy", 2391, job_id="open-r1-grpo-r1-distill-1p5b",
+                           scheduler="kubernetes", now=now, polls=(start + S(30), now - S(15), 60),
+                           model=model_info("DeepSeek-R1-Distill-Qwen-1.5B", 1.8), hardware=h100_nodes(1), engines=1,
+                           engine_tp=1, colocated=False, max_retries=1, expected_step_s=60,
+                           new="first GRPO run with the new accuracy/format/reasoning-steps/cosine rewards")
+    rng = cap.rng
+    real = excerpt("open-r1-239_grpo_loss_zero_rewards_rising")
+    trn = Log()
+    lr_step, total = 1.1043622308117063e-07, 3000  # the pasted lines' learning rate rises this much per logged step
+    t, step = start + M(2.5), 1
+    while t < now - S(20):
+        if step in (5, 6):
+            line = real[step - 5]
+        else:
+            acc = 0.15 + 0.012 * step + rng.random() * 0.08
+            fmt = 0.01875 * (1 + step // 4)
+            steps_r = 0.62 + rng.random() * 0.06
+            cos = -0.15 + rng.random() * 0.12
+            line = ("{" + f"'loss': 0.0, 'grad_norm': {0.35 + rng.random() * 0.6}, 'learning_rate': {lr_step * step}, "
+                    f"'rewards/accuracy_reward': {acc}, 'rewards/format_reward': {fmt}, "
+                    f"'rewards/reasoning_steps_reward': {steps_r}, 'rewards/cosine_scaled_reward': {cos}, "
+                    f"'reward': {acc + fmt + steps_r + cos}, 'reward_std': {0.7 + rng.random() * 0.15}, "
+                    f"'completion_length': {820 + rng.random() * 90}, 'kl': {0.00004 * step + rng.random() * 0.00003}, "
+                    "'epoch': 0.0}")
+        trn.add(t, line)
+        el = int((t - start).total_seconds())
+        rem = (total - step) * 52
+        trn.add(t + S(0.1), f"  0%|          | {step}/{total} [{el // 60:02d}:{el % 60:02d}<{rem // 3600}:{rem % 3600 // 60:02d}:"
+                            f"{rem % 60:02d}, {50 + rng.random() * 5:.2f}s/it]")
+        step += 1
+        t += S(50 + rng.random() * 5)
+    cap.write_text("logs/train.log", trn.render())
+    cap.expect(verdict=["NO-KILL"], status=["ALIVE"], failing=[], must_not_fail=["A", "B", "C", "restarts"],
+               escalate=False,
+               why="Healthy with an alarming number (seed §2/§5: benign noise is not a fault; NO-KILL when every gate "
+                   "passes or has nothing against it). Every logged step prints 'loss': 0.0 ('Why does the loss start at "
+                   "0 when I train GRPO?'), while 'rewards/accuracy_reward', 'rewards/format_reward', 'reward' and 'kl' "
+                   "move from step to step and the trainer logs a step every ~52 s. The thread's answer: 'It is "
+                   "completely normal for the loss to start at zero and then increase' - the GRPO loss value equals "
+                   "beta x KL, which is ~0 while the policy is still the reference (kl 8.6e-05); its gradient is not zero. "
+                   "No stall, no error: NO-KILL, nothing to escalate; watch the KL and the rewards, not the loss.",
+               sources=[
+                   ("huggingface/open-r1#239", "logs/train.log: the two pasted metrics dicts (steps 5 and 6: 'loss': 0.0, "
+                    "accuracy 0.275 then 0.1625, kl 8.58e-05 then 1.04e-04)",
+                    "the step numbers (the pasted learning rates rise by 1.104e-07 per logged step from 5x that: steps 5 "
+                    "and 6 of a run logging every step) and their times; the thread's answer is the verdict's premise"),
+                   ("huggingface/open-r1#257", "- (the same poster's config of the same run: DeepSeek-R1-Distill-Qwen-1.5B, "
+                    "num_processes 4 with vLLM on one GPU, num_generations 8)", "job.json's model and geometry"),
+                   ("-", "-", "every other metrics dict (loss 0.0, rewards and KL drifting) and every tqdm line, capture.json, "
+                    "job.json and state.jsonl; no GPU polls"),
+               ])
+
+
 BUILDERS = {
     "sglang_dp_attention_decode_hang_watchdog": build_sglang_dp_attention_decode_hang_watchdog,
     "verl_actor_died_in_sleep_slurm_terminal": build_verl_actor_died_in_sleep_slurm_terminal,
     "modal_sandbox_outage_every_trial": build_modal_sandbox_outage_every_trial,
     "kuberay_head_oomkilled_crashloop": build_kuberay_head_oomkilled_crashloop,
     "verl_thread_limit_workers_never_ran_terminal": build_verl_thread_limit_workers_never_ran_terminal,
+    "grpo_loss_zero_rewards_rising_healthy": build_grpo_loss_zero_rewards_rising_healthy,
 }
 
 
