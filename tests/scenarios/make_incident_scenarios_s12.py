@@ -568,7 +568,16 @@ def build_grpo_loss_zero_rewards_rising_healthy(root: Path):
     real = excerpt("open-r1-239_grpo_loss_zero_rewards_rising")
     trn = Log()
     lr_step, total = 1.1043622308117063e-07, 3000  # the pasted lines' learning rate rises this much per logged step
-    t, step = start + M(2.5), 1
+    # TRL runs vLLM inside the trainer process (vllm_device: auto): its start-up lines are the log's only stamps
+    trn.add(at("10:18:52"), "INFO 11-20 10:18:52 llm_engine.py:234] Initializing a V0 LLM engine (v0.7.2) with config: "
+                            "model='/home/base-model/deepseek-r1-distill-qwen-1.5b', dtype=torch.bfloat16, "
+                            "max_seq_len=4608, tensor_parallel_size=1, enforce_eager=False")
+    trn.add(at("10:19:20"), "INFO 11-20 10:19:20 model_runner.py:1115] Loading model weights took 3.3460 GB")
+    trn.add(at("10:19:41"), "INFO 11-20 10:19:41 model_runner.py:1562] Graph capturing finished in 14 secs, total time: "
+                            "14 secs")
+    bar0 = at("10:20:00")
+    trn.add(bar0, f"  0%|          | 0/{total} [00:00<?, ?it/s]")
+    t, step = bar0 + S(52), 1
     while t < now - S(20):
         if step in (5, 6):
             line = real[step - 5]
@@ -584,7 +593,7 @@ def build_grpo_loss_zero_rewards_rising_healthy(root: Path):
                     f"'completion_length': {820 + rng.random() * 90}, 'kl': {0.00004 * step + rng.random() * 0.00003}, "
                     "'epoch': 0.0}")
         trn.add(t, line)
-        el = int((t - start).total_seconds())
+        el = int((t - bar0).total_seconds())
         rem = (total - step) * 52
         trn.add(t + S(0.1), f"  0%|          | {step}/{total} [{el // 60:02d}:{el % 60:02d}<{rem // 3600}:{rem % 3600 // 60:02d}:"
                             f"{rem % 60:02d}, {50 + rng.random() * 5:.2f}s/it]")
@@ -607,8 +616,9 @@ def build_grpo_loss_zero_rewards_rising_healthy(root: Path):
                     "and 6 of a run logging every step) and their times; the thread's answer is the verdict's premise"),
                    ("huggingface/open-r1#257", "- (the same poster's config of the same run: DeepSeek-R1-Distill-Qwen-1.5B, "
                     "num_processes 4 with vLLM on one GPU, num_generations 8)", "job.json's model and geometry"),
-                   ("-", "-", "every other metrics dict (loss 0.0, rewards and KL drifting) and every tqdm line, capture.json, "
-                    "job.json and state.jsonl; no GPU polls"),
+                   ("-", "-", "every other metrics dict (loss 0.0, rewards and KL drifting), every tqdm line, the three "
+                    "vLLM start-up lines (TRL's in-process vLLM prints them into the trainer's log; they are its only "
+                    "timestamps), capture.json, job.json and state.jsonl; no GPU polls"),
                ])
 
 
