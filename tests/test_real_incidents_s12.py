@@ -129,3 +129,20 @@ def test_a_consequence_traceback_is_explained_by_a_thread_limit_line_of_its_atte
     alone = _failed_job([]).judge(14)
     assert alone.root_cause is not None and alone.root_cause.origin == "traceback"
     assert "ActorDiedError" in (alone.root_cause.exc_type or "")
+
+
+# ---------------------------------------------------------------- huggingface/open-r1#239
+
+
+def test_grpo_loss_of_zero_is_not_a_fault_line() -> None:
+    for line in excerpt("open-r1-239_grpo_loss_zero_rewards_rising"):
+        assert not kinds_of(line) & {"death", "hang", "wedge", "oom"}
+
+
+def test_grpo_logging_zero_loss_while_rewards_move_is_healthy() -> None:
+    """'loss': 0.0 on every step is GRPO's beta x KL at the start (the thread: 'completely normal'); the trainer
+    steps every ~52 s: NO-KILL, ALIVE, nothing failed, nothing to escalate."""
+    v = judged("grpo_loss_zero_rewards_rising_healthy")
+    assert (v.verdict, v.job_status, v.escalate) == ("NO-KILL", "ALIVE", False)
+    assert v.gates.A.codes == ["A.alive"]
+    assert all(g.status != "FAIL" for g in (v.gates.A, v.gates.B, v.gates.C))
