@@ -149,8 +149,8 @@ def test_native_pass_folds_plain_rows_itself() -> None:
     args = (int(T0), GEN_HISTORY_BUCKET_S, ENGINE_BUCKET_S, MAX_ENGINE_SAMPLES)
     assert native_fold(rows, tss, fields, 0, *args) == len(tss)
     assert engine_fold_py(twin_rows, tss, fields, 0, *args) == len(tss)
-    assert repr([(e.last_ts, e.samples, e.last_gen) for e in engs]) == \
-        repr([(e.last_ts, e.samples, e.last_gen) for e in twin_engs])
+    assert repr([(e.last_ts, e.samples, e.last_gen, e.last_prompt) for e in engs]) == \
+        repr([(e.last_ts, e.samples, e.last_gen, e.last_prompt) for e in twin_engs])
     # a row in the next bucket is left to the caller (it rolls the bucket), and so is no bucket at all
     n = len(tss)
     assert native_fold(rows + [engs[0]], tss + [T0 + 300.5], fields + [{}], n, *args) == n

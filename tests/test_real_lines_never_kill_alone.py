@@ -43,3 +43,23 @@ def test_the_same_line_repeated_is_still_one_family(core) -> None:
         if v.verdict == "KILL":
             kills.append((rec.get("source"), rec["text"][:160], v.reasoning[:200]))
     assert kills == [], "\n".join(map(str, kills[:10]))
+
+
+@pytest.mark.parametrize("line", [
+    # a code-execution reward's result for a policy's failing program (a sandbox runner's own wording), the most
+    # common line of a code-RL rollout: no process of the job exited
+    "(TaskRunner pid=3716, ip=10.0.3.95) WARNING:root:code execution failed: Process exited with return code 1",
+    "(RewardWorker pid=812) Program exited with code 1.",
+])
+def test_a_sandboxed_programs_exit_code_is_no_death_line_before_a_quiet_trainer(core, line: str) -> None:
+    """The trainer quiet past its cadence with no fault line of its own is a stall to escalate, not a wedge; a
+    sandboxed program's exit code printed just before must not stand in for the death line."""
+    job = Job(core).spec().states(0, 200, every=5)
+    job.steps(0, 90)
+    job.engine_stats(60, 90)
+    for m in range(0, 200, 10):
+        job.gpu(m, "pod-0", 85.0).gpu(m, "pod-1", 70.0)
+    job.trials(70, 8).trials(85, 8)
+    job.log(91, [line], stream="logs/pod_rank0.log")
+    v = job.judge(125)
+    assert (v.verdict, v.escalate, v.gates.A.codes[:1]) == ("NO-KILL", True, ["A.trainer_stale_no_signature"])

@@ -5,8 +5,9 @@
  *               engine_bucket_s: float, max_samples: int) -> int
  *       The engine stats rows start, start + 1, ... (row i: the EngineState engs[i], the line's time tss[i],
  *       its fields dict fields[i]) folded as fold_engines.engine_sample(eng, ts, finite_or_zero(gen),
- *       finite_or_zero(prompt), finite_or_zero(running), finite_or_zero(waiting), kv) with kv the finite
- *       float kv_cache_pct, else fold_engines.kv_pct(fields), up to the first row this pass leaves to Python;
+ *       finite_or_zero(prompt), finite_or_zero(running), finite_or_zero(waiting), kv) (its last_gen, last_running
+ *       and last_prompt too) with kv the finite float kv_cache_pct, else fold_engines.kv_pct(fields), up to the
+ *       first row this pass leaves to Python;
  *       returns that row's index (len(tss) when none). A row is left to Python, untouched, when the row's
  *       5-minute generation bucket may differ from gen_bucket (gen_bucket None, the bucket later, or ts
  *       within 1e-6 bucket of a boundary, where float division might round across it: Python rolls the
@@ -27,7 +28,7 @@
 #pragma GCC optimize("fp-contract=off")
 #endif
 
-static PyObject *s_last_ts, *s_samples, *s_last_gen, *s_last_running;
+static PyObject *s_last_ts, *s_samples, *s_last_gen, *s_last_running, *s_last_prompt;
 static PyObject *k_gen, *k_prompt, *k_running, *k_waiting, *k_kv_pct, *k_kv_frac;
 
 static int
@@ -39,13 +40,14 @@ intern_names(void)
     s_samples = PyUnicode_InternFromString("samples");
     s_last_gen = PyUnicode_InternFromString("last_gen");
     s_last_running = PyUnicode_InternFromString("last_running");
+    s_last_prompt = PyUnicode_InternFromString("last_prompt");
     k_gen = PyUnicode_InternFromString("generation_tokens_per_s");
     k_prompt = PyUnicode_InternFromString("prompt_tokens_per_s");
     k_running = PyUnicode_InternFromString("running");
     k_waiting = PyUnicode_InternFromString("waiting");
     k_kv_pct = PyUnicode_InternFromString("kv_cache_pct");
     k_kv_frac = PyUnicode_InternFromString("kv_cache_frac");
-    if (!s_last_ts || !s_samples || !s_last_gen || !s_last_running || !k_gen || !k_prompt || !k_running
+    if (!s_last_ts || !s_samples || !s_last_gen || !s_last_running || !s_last_prompt || !k_gen || !k_prompt || !k_running
         || !k_waiting || !k_kv_pct || !k_kv_frac)
         return -1;
     return 0;
@@ -254,15 +256,17 @@ fold_row(PyObject *eng, PyObject *ts_obj, PyObject *fields, double engine_bucket
         if (len > max_samples && PyList_SetSlice(samples, 0, len - max_samples, NULL) < 0)
             goto fail;
     }
-    PyObject *g = PyFloat_FromDouble(gen), *run = PyFloat_FromDouble(running);
-    if (g == NULL || run == NULL || PyObject_SetAttr(eng, s_last_gen, g) < 0
-        || PyObject_SetAttr(eng, s_last_running, run) < 0) {
+    PyObject *g = PyFloat_FromDouble(gen), *run = PyFloat_FromDouble(running), *pr = PyFloat_FromDouble(prompt);
+    if (g == NULL || run == NULL || pr == NULL || PyObject_SetAttr(eng, s_last_gen, g) < 0
+        || PyObject_SetAttr(eng, s_last_running, run) < 0 || PyObject_SetAttr(eng, s_last_prompt, pr) < 0) {
         Py_XDECREF(g);
         Py_XDECREF(run);
+        Py_XDECREF(pr);
         goto fail;
     }
     Py_DECREF(g);
     Py_DECREF(run);
+    Py_DECREF(pr);
     result = 1;
     goto done;
 fail:

@@ -20,19 +20,69 @@ from rlhealth.schemas import LogBatch
 
 def engine_stats(state: JobHealth, f: dict, prefixes, ts: float | None, batch: LogBatch, key: str) -> None:
     # Separate pods can print identical prefixes ("(APIServer pid=1)"), so the stream is part of the identity.
-    eid = roles.engine_identity(prefixes, str(f.get("engine") or "") or None, batch.source.host or key)
+    label = str(f.get("engine") or "") or None
+    eid = roles.engine_identity(prefixes, label, batch.source.host or key)
     eng = state.engines.get(eid)
     if eng is None:
         if len(state.engines) >= MAX_ENGINES:
             # Forget the engine that has been silent longest (respawned pids leave ghosts).
             oldest = min(state.engines, key=lambda k: state.engines[k].last_ts or 0.0)
             del state.engines[oldest]
-        eng = state.engines[eid] = EngineState(host=roles.pod_of(prefixes) or batch.source.host)
+        # its EngineCore's key names the stream, not the host: Ray's per-worker files of one node (host = node) are
+        # one process tree each, with no actor prefix on their lines
+        eng = state.engines[eid] = EngineState(host=roles.pod_of(prefixes) or batch.source.host,
+                                               core=roles.engine_core_of_stats(prefixes, label, key))
     if ts is not None:
         roll_gen_bucket(state, ts)
         engine_sample(eng, ts, to_float(f.get("generation_tokens_per_s")) or 0.0,
                        to_float(f.get("prompt_tokens_per_s")) or 0.0, to_float(f.get("running")) or 0.0,
                        to_float(f.get("waiting")) or 0.0, kv_pct(f))
+
+
+def engine_core_wait(state: JobHealth, f: dict, prefixes, ts: float | None, stream: str) -> None:
+    """An EngineCore's shm_broadcast long-wait line, into its run of waits (JobHealth.core_waits).
+
+    vLLM prints it every VLLM_RINGBUFFER_WARNING_INTERVAL (60 s) that one dequeue or enqueue keeps waiting; from
+    0.11 idle workers no longer print it (vllm-project/vllm#25720), so an EngineCore's line says that process
+    waits on its own workers. A worker's or an unprefixed (V0) line is no engine's and is not kept. A run ends
+    at a gap of more than two intervals, or at a stats line of an engine that logs through this EngineCore."""
+    if ts is None:
+        return
+    key = roles.engine_core_of_line(prefixes, stream)
+    if not key:
+        return
+    interval = to_float(f.get("seconds")) or 60.0
+    run = state.core_waits.get(key)
+    if run is not None:
+        first, last, n, _ = run
+        stats_since = any(e.core == key and e.last_ts is not None and e.last_ts > last for e in state.engines.values())
+        if ts <= last:
+            return  # a resent or reordered line: the run already covers it
+        if ts - last <= 2 * interval and not stats_since:
+            state.core_waits[key] = (first, ts, n + 1, interval)
+            return
+    elif len(state.core_waits) >= MAX_ENGINES:
+        del state.core_waits[min(state.core_waits, key=lambda k: state.core_waits[k][1])]
+    state.core_waits[key] = (ts, ts, 1, interval)
+
+
+def engine_core_start(state: JobHealth, prefixes, ts: float | None, stream: str) -> None:
+    """An EngineCore's start-up banner ('Initializing a V1 LLM engine (v0.11.0) ...'): a new EngineCore process under
+    this key. A restarted vllm serve logs into the same stream, and its EngineCore key names no pid (the stream or
+    pod, the Ray actor around it, the DP index), so the old engine's requests in flight died with the process the
+    banner replaces: its newest stats line no longer says that anything is Running (neither its 0.0 line is a hang
+    nor the new EngineCore's waits while its workers load, profile and compile are its stall), and the old
+    EngineCore's run of waits is over. The engine's next stats line (a container's APIServer often has the same pid
+    on every start, so the same engine id) says again what is Running."""
+    if ts is None:
+        return
+    key = roles.engine_core_of_line(prefixes, stream)
+    if not key:
+        return
+    state.core_waits.pop(key, None)
+    for eng in state.engines.values():
+        if eng.core == key and eng.last_ts is not None and eng.last_ts <= ts:
+            eng.last_running = 0.0
 
 
 def engine_config(state: JobHealth, sig: str, f: dict) -> None:
@@ -100,10 +150,12 @@ def engine_sample(eng: EngineState, ts: float, gen: float, prompt: float, runnin
                            (last[3] * n + running) / k, (last[4] * n + waiting) / k, max(last[5], kv), k)
         eng.last_gen = gen
         eng.last_running = running
+        eng.last_prompt = prompt
         return
     push_capped(eng.samples, (round(ts), gen, prompt, running, waiting, kv, 1), MAX_ENGINE_SAMPLES)
     eng.last_gen = gen
     eng.last_running = running
+    eng.last_prompt = prompt
 
 
 def _sample_row(eng: EngineState, ts: float, f: dict) -> None:

@@ -315,16 +315,27 @@ def _engines(ctx: Context, g: GateResult, eager: bool | None) -> GateResult:
         g.facts.update(gen=worst[1], running=worst[2], n=len(floored), total=len(per), span_s=worst[4])
         engine_evidence(state, g, [p[0] for p in floored])
         return g
+    # Hung: a 0 tok/s line with requests Running, then no stats for vLLM's own step limit while the log is seen
+    # to flow: another engine logged later, or the engine's own EngineCore kept saying it waits on its workers.
     hung = [eid for eid, eng in state.engines.items()
             if eid in ctx.engines_recent and eng.last_running > 0 and eng.last_gen == 0 and eng.last_ts is not None
             and now - eng.last_ts > t.engine_hung_silent_s and ctx.latest_engine_ts
             and ctx.latest_engine_ts - eng.last_ts > t.engine_hung_behind_s]
-    if hung and ctx.state.sched.state != "pending":
+    stuck = stalled_on_workers(ctx)
+    waited_out = [(eid, f) for eid, f in stuck if f["waited_s"] >= t.engine_hung_silent_s]
+    if (hung or waited_out) and ctx.state.sched.state != "pending":
+        hung += [eid for eid, _ in waited_out if eid not in hung]
         g.status, g.code, g.cause = "FAIL", Code.ENGINE_HUNG, "engine_hung"
         g.add(Code.ENGINE_ZERO_THEN_SILENT, "engine_throughput", engines=hung[:3])
         g.add(Code.ENGINE_NO_STATS, "progress_stall", engines=hung[:3])
         g.facts["n"] = len(hung)
+        if waited_out:
+            # the engine's own lines: one wait on its workers outlived the step limit (independent of its stats)
+            g.facts["stall"] = dict(waited_out[0][1], limit_s=t.engine_hung_silent_s)
+            g.add(Code.ENGINE_CORE_WAITING, "hang_log", **waited_out[0][1])
         engine_evidence(state, g, hung)
+        if waited_out:
+            _wait_evidence(state, g)
         return g
     idle = resident_idle_engines(ctx)
     if idle:
@@ -336,6 +347,17 @@ def _engines(ctx: Context, g: GateResult, eager: bool | None) -> GateResult:
         for _, stat in ctx.signals("engine_up")[:1]:
             g.evidence.extend(stat.evidence[:1])  # the engines did announce themselves ready
         g.culprit = Culprit(roles.ENGINE, idle[0][0], idle[0][0], [Why.RESIDENT_IDLE])
+        return g
+    if stuck:
+        # Stalled, not yet hung: the same evidence short of vLLM's step limit. Such stalls have ended by themselves
+        # (a step stuck for minutes, then serving again), so escalate and say when vLLM itself will settle it.
+        eid, facts = stuck[0]
+        g.status, g.code, g.escalate = "UNKNOWN", Code.ENGINE_STALLED, True
+        g.facts["stall"] = dict(facts, n=len(stuck), limit_s=t.engine_hung_silent_s)
+        g.watch.append(("engine_stall", {"left_s": max(t.engine_hung_silent_s - facts["waited_s"], 0.0),
+                                         "limit_s": t.engine_hung_silent_s}))
+        engine_evidence(state, g, [e for e, _ in stuck])
+        _wait_evidence(state, g)
         return g
     silent_for = now - ctx.latest_engine_ts if ctx.latest_engine_ts is not None else 0.0
     if silent_for > t.engine_quiet_s or all(p[2] == 0 and p[3] == 0 and p[1] == 0 for p in per):
@@ -355,6 +377,55 @@ def _engines(ctx: Context, g: GateResult, eager: bool | None) -> GateResult:
     if floor:
         g.watch.append(("throughput_floor", {"floor": floor.awful_tps}))
     return g
+
+
+def stalled_on_workers(ctx: Context) -> list[tuple[str, dict]]:
+    """Engines stalled on their own workers: the newest stats line had requests Running and no token of any kind
+    (prompt and generation 0.0 tok/s), and since then the engine's own EngineCore has printed at least
+    `engine_stall_waits` shm_broadcast waits in one run (one per 60 s of a single wait; fewer when their stated
+    interval already reaches `engine_hung_silent_s`) and no stats line.
+
+    Why each part: vLLM logs an interval at INFO unless it and the one before had zero throughput, so with
+    requests Running a 0.0/0.0 line is the first interval of a stall and silence follows (the lines go to
+    DEBUG). From 0.11 idle workers no longer print the wait (vllm-project/vllm#25720); an EngineCore prints it
+    while one call to its workers has not returned, so its lines also show the process alive and its log
+    flowing. An engine idle between rollouts prints Running 0, or stale Running counts after aborts
+    (vllm-project/vllm#22545), and its EngineCore then runs no step (vllm-project/vllm#29928) so does not wait
+    on its workers. A weight sync is a
+    call to the workers that may take minutes with requests held (allenai/open-instruct#1535): none while the
+    trainer is in one. Where several engines log through one EngineCore key, a wait names none of them."""
+    state, t = ctx.state, ctx.t
+    if state.trainer.in_weight_sync_since is not None or state.sched.state == "pending" or not state.core_waits:
+        return []
+    owners: dict[str, int] = {}  # recent engines only: a restarted server's ghost in the same log names no one
+    for eid in ctx.engines_recent:
+        e = state.engines.get(eid)
+        if e is not None and e.core:
+            owners[e.core] = owners.get(e.core, 0) + 1
+    out: list[tuple[str, dict]] = []
+    for eid in ctx.engines_recent:
+        eng = state.engines.get(eid)
+        if (eng is None or eng.last_ts is None or not eng.core or owners.get(eng.core, 0) != 1
+                or eng.last_running <= 0 or eng.last_gen != 0 or eng.last_prompt != 0):
+            continue
+        run = state.core_waits.get(eng.core)
+        if run is None:
+            continue
+        first, last, n, interval = run
+        # the wait began one interval before its first line: what the engine itself attests, not our clock
+        waited = last - first + interval
+        if first <= eng.last_ts or (n < t.engine_stall_waits and waited < t.engine_hung_silent_s):
+            continue  # (one line of a raised VLLM_RINGBUFFER_WARNING_INTERVAL can attest the step limit alone)
+        out.append((eid, {"engine": eid, "running": eng.last_running, "waits": n, "interval_s": interval,
+                          "waited_s": waited, "stats_silent_s": ctx.now - eng.last_ts}))
+    out.sort(key=lambda x: -x[1]["waited_s"])
+    return out
+
+
+def _wait_evidence(state: JobHealth, g: GateResult) -> None:
+    stat = state.signals.get("benign_shm_wait")
+    if stat is not None and stat.evidence:
+        g.evidence.append(stat.evidence[-1])
 
 
 def resident_idle_engines(ctx: Context) -> list[tuple[str, Ev]]:

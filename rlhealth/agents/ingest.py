@@ -16,7 +16,13 @@ from rlhealth.agents.bar_clock import bar_time
 from rlhealth.agents.failures import BENIGN_EXCEPTIONS, failure_class_of, is_consequence
 from rlhealth.agents.findings import Finding
 from rlhealth.agents.fold_common import as_int, clip, epoch, to_float, touch_role
-from rlhealth.agents.fold_engines import engine_config, engine_stats, fold_engine_rows
+from rlhealth.agents.fold_engines import (
+    engine_config,
+    engine_core_start,
+    engine_core_wait,
+    engine_stats,
+    fold_engine_rows,
+)
 from rlhealth.agents.fold_trainer import LatestProgress, fold_progress, trainer_progress
 from rlhealth.agents.lognames import unrotated_name
 from rlhealth.agents.normalize import (
@@ -71,6 +77,7 @@ def lines_before_match(rule: Rule) -> int:
 _FATAL_CONTEXT_RE = re.compile(r"Error executing job|RayTaskError|Traceback \(most recent call last\)|"
                                r"Fatal Python error")
 _FATAL_CONTEXT_LINES = 60  # how far before an exception line its traceback's header may be
+assert _FATAL_CONTEXT_LINES < _TB_LOOKBACK, "_unraisable reads the line before a header inside the window"
 # Python's unraisable-exception hook (a finalizer, __del__, a weakref callback) prints this line, then the
 # traceback, and carries on: the exception was discarded, so its traceback says nothing about the job dying
 # (the python.unraisable rule's pattern, which the batch loop reads: both must say the same)
@@ -371,7 +378,8 @@ def step_log_batch(state: JobHealth, batch: LogBatch, now: datetime, classifier:
             if prog_k:
                 fold_progress(state, prog_sig, prog_f, prog_ts, prog_k, make_ev, latest)
                 prog_sig, prog_f, prog_ts, prog_k = [], [], [], []
-            if ri[3] == "engine_stats" and rows_ts:
+            # an EngineCore's wait or start-up banner reads (and the banner writes) the engines
+            if (ri[3] == "engine_stats" or ri[3] == "engine_wait" or rule.signal == "version_banner") and rows_ts:
                 fold_engine_rows(state, rows_eng, rows_ts, rows_f)
                 rows_eng, rows_ts, rows_f = [], [], []
             ev = Ev(ts, key, clip(text), rule.id, stream, offsets[index] if offsets is not None else None)
@@ -505,6 +513,10 @@ def _apply_match(state: JobHealth, m: LineMatch, rest: str, prefixes, role: str,
         touch_role(state, roles.ROLLOUT, ts)
     elif effect == "config":
         engine_config(state, sig, f)
+    elif effect == "engine_wait":
+        engine_core_wait(state, f, prefixes, ts, key)
+    elif effect == "activity" and sig == "version_banner":
+        engine_core_start(state, prefixes, ts, key)
     elif effect == "hardware" and sig == "xid":
         code = as_int(f.get("xid"))
         if code is not None and ts is not None:
@@ -591,7 +603,11 @@ def _newest_fatal_context(context: list[str]) -> int | None:
 
 def _unraisable(context: list[str], header: int, carried: bool) -> bool:
     """Is the traceback header at `header` one the unraisable hook printed (the line right before it says
-    'Exception ignored in: ...'; `carried`: the previous batch ended with that line, `header` is the first)?"""
+    'Exception ignored in: ...'; `carried`: the previous batch ended with that line, `header` is the first)?
+
+    `header` is 0 only when the look-back window starts at the batch's first line: a header is looked for in
+    the last _FATAL_CONTEXT_LINES of a window of _TB_LOOKBACK, which is longer, so a window cut inside the batch
+    never puts a header at its first line (whose preceding line this could not see)."""
     if header == 0:
         return carried
     return bool(_UNRAISABLE_RE.search(context[header - 1]))

@@ -263,7 +263,19 @@ def gate_summary(g: GateResult) -> str:
         return (f"generation throughput floored: {f['gen']:,.0f} tok/s with Running {f['running']:.0f} on "
                 f"{f['n']}/{f['total']} engines for {age(f['span_s'])}; {_shape(f['shape'])}")
     if c == Code.ENGINE_HUNG:
-        return f"{f['n']} engine(s) printed 0.0 tok/s with Running > 0 and then went silent; {_shape(f['shape'])}"
+        stall = f.get("stall")
+        waited = (f", its EngineCore waiting on its workers for {age(stall['waited_s'])} by its own lines "
+                  f"(vLLM's own limit for one step: {age(stall['limit_s'])})" if stall else "")
+        return (f"{f['n']} engine(s) printed 0.0 tok/s with Running > 0 and then went silent{waited}; "
+                f"{_shape(f['shape'])}")
+    if c == Code.ENGINE_STALLED:
+        s = f["stall"]
+        return (f"engine stalled on its workers: its newest stats line, {age(s['stats_silent_s'])} ago, had Running "
+                f"{s['running']:.0f} with 0.0 prompt and generation tok/s, and since then its EngineCore printed "
+                f"{s['waits']} 'No available shared memory broadcast block' waits ({age(s['waited_s'])} in one wait) "
+                f"and no stats line: the requests in flight get no tokens. Not a KILL yet: vLLM ends a step after "
+                f"{age(s['limit_s'])} (its execute timeout), and stalls like this have ended by themselves; "
+                f"{_shape(f['shape'])}")
     if c == Code.RESIDENT_IDLE:
         return (f"engine(s) resident but not generating on {', '.join(f['hosts'][:3])}: GPU memory held at 0 % util "
                 f"across polls and no stats line since start-up, while {f['working']} other engine(s) generate. "
@@ -358,6 +370,7 @@ _REASON = {
     Code.KV_SATURATED: lambda f: "KV cache saturated",
     Code.EAGER_ON: lambda f: "enforce_eager=true (CUDA graphs off)",
     Code.ENGINE_ZERO_THEN_SILENT: lambda f: "engine reported 0 tok/s with requests Running",
+    Code.ENGINE_CORE_WAITING: lambda f: f"its EngineCore waiting on its workers for {age(f['waited_s'])}",
     Code.ENGINE_DEATH_LINE: lambda f: f["label"],
     Code.ENGINE_NO_STATS: lambda f: "engine stats stopped (or never started)",
     Code.SLOW_SIGNAL: lambda f: _SLOW[f["kind"]](f).split(" (")[0],
@@ -401,6 +414,10 @@ _WATCH: dict[str, Any] = {
     "state_poll": lambda f: "a state poll: if the job still reads running with this silence, it is wedged (→ KILL)",
     "engine_after_death": lambda f: (f"engine stats lines again within {age(f['after_s'])} of the death line; none "
                                      "→ the rollout side is down (→ KILL)"),
+    "engine_stall": lambda f: (f"the stalled engine settling within ~{age(f['left_s'])}: a stats line again "
+                               f"(recovered), or 'RPC call to ... timed out' / EngineDeadError or its EngineCore "
+                               f"still waiting past {age(f['limit_s'])} (hung → KILL); meanwhile dump the EngineCore "
+                               f"and worker stacks (py-spy dump --pid) while it is stuck"),
     "engine_requests": lambda f: ("engine stats lines (vLLM's throughput line, SGLang's 'Decode batch') with "
                                   "requests running again once rollouts dispatch"),
     "engine_stats": lambda f: ("engine stats lines on every engine (vLLM's 'Avg generation throughput', SGLang's "

@@ -119,6 +119,54 @@ def engine_identity(prefixes: tuple[Prefix, ...], label: str | None, stream: str
     return " | ".join(parts) or "engine"
 
 
+# vLLM's own process names around an engine: the front end that prints its stats lines (APIServer, ApiServer_N)
+# and the EngineCore process that drives its workers (EngineCore, EngineCore_N (0.10), EngineCore_DP<n> (0.11+)).
+_FRONTEND_RE = re.compile(r"^(?:APIServer|ApiServer_\d+)$")
+_ENGINE_CORE_RE = re.compile(r"^EngineCore(?:_DP(\d+)|_(\d+))?$")
+_ENGINE_LABEL_RE = re.compile(r"^Engine (\d+)$")
+
+
+def _core_base(prefixes: tuple[Prefix, ...], stream: str | None) -> str:
+    parts = []
+    if stream and not any(p.name.startswith("pod/") for p in prefixes):
+        parts.append(stream)
+    for p in prefixes:
+        if p.name.startswith("pod/"):
+            parts.append(p.name.split("/")[1] if "/" in p.name else p.name)
+        elif p.pid is not None and not _FRONTEND_RE.match(p.name) and not _ENGINE_CORE_RE.match(p.name):
+            parts.append(f"{p.name} pid={p.pid}" + (f" ip={p.ip}" if p.ip else ""))
+    return " | ".join(parts)
+
+
+@lru_cache(maxsize=4096)
+def engine_core_of_stats(prefixes: tuple[Prefix, ...], label: str | None, stream: str | None = None) -> str:
+    """Where an engine's EngineCore logs, from its stats line: the stream or pod and the processes around the
+    front end (a Ray actor that hosts AsyncLLM), plus the data-parallel index its label names ("Engine 003"
+    is EngineCore_DP3). "" for an aggregated line ("4 Engines Aggregated"), which no one EngineCore owns."""
+    if label:
+        m = _ENGINE_LABEL_RE.match(label)
+        if m is None:
+            return ""
+        dp = int(m.group(1))
+    else:
+        dp = 0
+    return f"{_core_base(prefixes, stream)} | DP{dp}"
+
+
+@lru_cache(maxsize=4096)
+def engine_core_of_line(prefixes: tuple[Prefix, ...], stream: str | None = None) -> str:
+    """The same key from a line an EngineCore process printed itself (its innermost prefix names it); ""
+    for a line of any other process (a worker's, an API server's, an unprefixed V0 line)."""
+    inner = next((p for p in reversed(prefixes) if not p.name.startswith("pod/")), None)
+    if inner is None:
+        return ""
+    m = _ENGINE_CORE_RE.match(inner.name)
+    if m is None:
+        return ""
+    dp = int(m.group(1) or m.group(2) or 0)
+    return f"{_core_base(prefixes, stream)} | DP{dp}"
+
+
 def gpu_host_role(host: str, engine_pods: list[str], policy_pods: list[str], app_names: list[str]) -> tuple[str, str]:
     """(role, how we know): the job spec first, then compute-app process names, then pod naming."""
     in_engine = any(p and (p == host or p in host or host in p) for p in engine_pods)

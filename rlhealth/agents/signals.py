@@ -39,6 +39,7 @@ CONSUMERS: dict[str, str] = {
     "engine_pressure": "Gate B: starvation corroboration",
     "engine_up": "Gate B: engines resident but not generating",
     "config": "ingest: enforce_eager / CUDA graphs (Gate B floor)",
+    "engine_wait": "ingest: an EngineCore's run of waits on its workers (Gate B: read against its requests in flight)",
     "weight_sync": "ingest: weight-sync window (idle GPUs exempt)",
     "benign": "classifier: drops fault matches on the line; Gate A notes",
     "death": "Gate A: the failing tail; root cause; restart-burn",
@@ -57,9 +58,9 @@ REQUIRED_KEYS = ("role", "family", "effect", "label")
 EFFECT_GATES: dict[str, frozenset[str]] = {
     "progress": frozenset("A"), "activity": frozenset("A"), "engine_stats": frozenset("B"),
     "engine_pressure": frozenset("B"), "engine_up": frozenset("B"), "config": frozenset("B"),
-    "weight_sync": frozenset("B"), "death": frozenset("A"), "hang": frozenset("A"), "fallout": frozenset("A"),
-    "oom": frozenset("B"), "hardware": frozenset("B"), "infra": frozenset("AC"), "trial_summary": frozenset("C"),
-    "verifier": frozenset("C"), "benign": frozenset(),
+    "engine_wait": frozenset("B"), "weight_sync": frozenset("B"), "death": frozenset("A"), "hang": frozenset("A"),
+    "fallout": frozenset("A"), "oom": frozenset("B"), "hardware": frozenset("B"), "infra": frozenset("AC"),
+    "trial_summary": frozenset("C"), "verifier": frozenset("C"), "benign": frozenset(),
 }
 
 

@@ -91,6 +91,9 @@ class EngineState(msgspec.Struct):
     samples: list[tuple[float, float, float, float, float, float, int]] = msgspec.field(default_factory=list)
     last_gen: float = 0.0  # the newest line's values: a hung engine prints one 0.0 line, then nothing
     last_running: float = 0.0
+    last_prompt: float = 0.0
+    # Where its EngineCore logs (roles.engine_core_of_stats): the key of its own waits in JobHealth.core_waits
+    core: str = ""
 
 
 class GpuHost(msgspec.Struct):
@@ -241,6 +244,10 @@ class JobHealth(msgspec.Struct):
     # tqdm bars' clocks: (log, prefixes) key -> (the time we gave the bar's first line, its elapsed s); keyed by
     # the log's unrotated name, so a bar continues across its log's rotations (bar_clock.py)
     bars: dict[str, tuple[float, float]] = msgspec.field(default_factory=dict)
+    # An EngineCore's newest run of shm_broadcast waits ("No available shared memory broadcast block found in
+    # 60 seconds"), keyed by roles.engine_core_of_line: (first line ts, newest line ts, lines, the wait interval
+    # in s the line states). A run ends at a gap longer than two intervals.
+    core_waits: dict[str, tuple[float, float, int, float]] = msgspec.field(default_factory=dict)
     # Xid lines: (ts, stream or host, code, text), newest last.
     xids: list[tuple[float, str, int, str]] = msgspec.field(default_factory=list)
     # Lines already folded per shipped file ("stream\0file_id" -> sorted disjoint [first, end) line

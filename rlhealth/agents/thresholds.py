@@ -43,8 +43,12 @@ class Thresholds:
     engine_window_s: float = 1800.0          # engine buckets judged
     engine_generating_s: float = 600.0       # stats newer than this count as generating
     engine_quiet_s: float = 900.0            # no stats at all for this long: idle or hung
-    engine_hung_silent_s: float = 300.0      # a 0 tok/s line with Running > 0, then this much silence
-    engine_hung_behind_s: float = 120.0
+    # A 0 tok/s line with Running > 0, then this much silence: vLLM's own limit for one model step
+    # (VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS, 300 s since vllm-project/vllm#18558), after which it deems the workers
+    # broken and kills the EngineCore.
+    engine_hung_silent_s: float = 300.0
+    engine_hung_behind_s: float = 120.0      # ... the log flowing: another engine logged this much later, or
+    engine_stall_waits: int = 2              # ... its own EngineCore printed this many 60-s waits on its workers
     engine_stall_silent_s: float = 300.0     # an engine that said it is stuck (a watchdog's stated stall) and
     #                                          from which no engine generated since: this long silent is hung
     starving_share_ratio: float = 0.7        # share of buckets with Waiting >> Running
