@@ -131,7 +131,8 @@ class Job:
 
     def trials(self, minute: float, n: int, reward: float | None = 1.0, every_other_zero: bool = True,
                exception: str | None = None, turns: int = 6, session: str = "train", prefix: str = "task",
-               samples: tuple[str, ...] = ("I will list the files with ls -la and then grep for the pattern.",)) -> Job:
+               samples: tuple[str, ...] = ("I will list the files with ls -la and then grep for the pattern.",),
+               message: str | None = None) -> Job:
         for i in range(n):
             name = f"{prefix}-{minute:g}-{i}__abc{i}"
             r = reward
@@ -142,7 +143,7 @@ class Job:
             self.events.append(TrialEvent(job_id=self.job_id, event_time=at(minute), phase="completed",
                                           trial_name=name, task_name=prefix, session=session, reward=r,
                                           exception_type=exception,
-                                          exception_message=f"{exception} happened" if exception else None,
+                                          exception_message=(message or f"{exception} happened") if exception else None,
                                           assistant_turns=turns if exception is None else 0,
                                           output_samples=list(samples)))
         return self

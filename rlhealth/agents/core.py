@@ -33,10 +33,9 @@ from rlhealth.schemas import (
     Verdict,
 )
 
-# Event kind -> the fold that applies it (LogBatch also needs the classifier, so it is handled apart).
+# Event kind -> the fold that applies it (LogBatch and TrialEvent also need the classifier, so they are handled apart).
 _FOLDS: dict[type[EventBase], Callable[[JobHealth, Any, datetime], None]] = {
     GpuPoll: fold_events.step_gpu_poll,
-    TrialEvent: fold_events.step_trial,
     JobStatePoll: fold_events.step_job_state,
     JobSpec: fold_events.step_job_spec,
     ShipperHeartbeat: fold_events.step_heartbeat,
@@ -54,6 +53,13 @@ class HealthCore:
         self.throughput = throughput
         self.rule_packs = dict(rules.versions)
         self.rule_packs[f"throughput:{throughput.id}"] = throughput.version
+
+    def _infra_message(self, message: str | None) -> bool:
+        """Does a trial's exception message name an infrastructure failure (a rule of kind infra matches a line of
+        it)? The class a trial records can be generic (Modal's NotFoundError, a RuntimeError); its text is not."""
+        if not message:
+            return False
+        return any(m.rule.kind == "infra" for m in self.classifier.scan(message.splitlines()))
 
     def new_state(self, job_id: str) -> JobHealth:
         return JobHealth(job_id=job_id)
@@ -73,6 +79,8 @@ class HealthCore:
             state.last_event_ts = ts if state.last_event_ts is None else max(state.last_event_ts, ts)
         if isinstance(event, LogBatch):
             findings = ingest.step_log_batch(state, event, now, self.classifier, self.catalog)
+        elif isinstance(event, TrialEvent):
+            fold_events.step_trial(state, event, now, infra_message=self._infra_message(event.exception_message))
         else:
             fold = _FOLDS.get(type(event))
             if fold is not None:

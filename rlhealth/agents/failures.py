@@ -21,6 +21,9 @@ INFRA_EXCEPTIONS = frozenset({
     "DockerError", "EnvironmentError", "RuntimeEnvSetupError", "AgentSetupTimeoutError",
     "AgentEnvironmentTimeoutError", "SnapshotQuotaExceeded", "HealthcheckError", "BridgeOutageError",
     "EnrootMemoryLimitExceededError", "NetworkError", "ConnectionError",
+    # The verifier could not copy the tests into the environment or its results out of it: the sandbox is gone
+    # or degraded (the fork's INFRASTRUCTURE category; scaleapi/vero#58: 'sandbox died, seen from the verifier').
+    "AddTestsDirError", "DownloadVerifierDirError",
 })
 # Sandbox SDKs name their errors after the provider or the sandbox, one class per HTTP status: the Daytona SDK
 # raises DaytonaBadRequestError, DaytonaRateLimitError, DaytonaNotFoundError, ... (all DaytonaError subclasses),
@@ -47,6 +50,10 @@ _CLASS_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("host_oom", re.compile(r"OOMKilled|oom-kill|Killed process", re.I)),
     ("checkpoint_write", re.compile(r"PytorchStreamWriter failed|failed writing file|No space left on device|"
                                     r"Disk quota exceeded|unexpected pos \d+", re.I)),
+    # A thread or process could not be created (EAGAIN): the per-user process/thread or pids limit is exhausted.
+    ("thread_limit", re.compile(r"thread: Resource temporarily unavailable|pthread_create failed: Resource "
+                                r"temporarily unavailable|thread_resource_error|can't start new thread|"
+                                r"fork: (?:retry: )?Resource temporarily unavailable", re.I)),
     ("nccl_hang", re.compile(r"watchdog|NCCL|DistBackendError|collective operation timeout", re.I)),
     ("image_pull", re.compile(r"ImagePullBackOff|ErrImagePull", re.I)),
     ("hf_resolution", re.compile(r"huggingface|HFValidationError|RepositoryNotFound|LocalEntryNotFound|"
@@ -87,6 +94,13 @@ _CONSEQUENCE_MESSAGE = re.compile(r"stack trace (?:\(?above\)?|above)|root cause
                                   r"above for the root cause|initialization failed\. See", re.I)
 
 
+_RAY_WRAPPED = re.compile(r"RayTaskError\((\w+)\)")
+
+
 def is_consequence(exc_type: str, message: str) -> bool:
-    """True for an exception that only reports a failure raised before it (see CONSEQUENCE_EXCEPTIONS)."""
-    return exc_type.rsplit(".", 1)[-1] in CONSEQUENCE_EXCEPTIONS or bool(_CONSEQUENCE_MESSAGE.search(message))
+    """True for an exception that only reports a failure raised before it (see CONSEQUENCE_EXCEPTIONS); Ray's
+    RayTaskError(X) is the remote X, so it is a consequence when X is ('RayTaskError(ActorDiedError)')."""
+    short = exc_type.rsplit(".", 1)[-1]
+    inner = _RAY_WRAPPED.search(short)
+    return ((inner.group(1) if inner else short) in CONSEQUENCE_EXCEPTIONS
+            or bool(_CONSEQUENCE_MESSAGE.search(message)))

@@ -78,7 +78,8 @@ def _assign_gpu_role(state: JobHealth, host: str, gh: GpuHost) -> None:
                                                   gh.app_names)
 
 
-def step_trial(state: JobHealth, ev_in: TrialEvent, now: datetime) -> None:
+def step_trial(state: JobHealth, ev_in: TrialEvent, now: datetime, infra_message: bool = False) -> None:
+    """`infra_message`: the trial's exception message matched an infrastructure rule (the caller classifies it)."""
     stats = state.eval_trials if ev_in.session == "eval" else state.trials
     ts = ev_in.event_time.timestamp()
     name = ev_in.trial_name
@@ -133,6 +134,8 @@ def step_trial(state: JobHealth, ev_in: TrialEvent, now: datetime) -> None:
         et = ev_in.exception_type.rsplit(".", 1)[-1]
         if et in stats.exc_types or len(stats.exc_types) < MAX_EXC_TYPES:
             stats.exc_types[et] = stats.exc_types.get(et, 0) + 1
+            if infra_message:
+                stats.exc_infra[et] = stats.exc_infra.get(et, 0) + 1
             if et not in stats.exc_examples:
                 msg = f"trial {name}: {et}: {ev_in.exception_message or ''}"
                 stats.exc_examples[et] = Ev(ts, f"trial/{name}", clip(msg, 400))

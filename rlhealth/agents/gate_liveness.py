@@ -280,7 +280,8 @@ def _failing_tail(ctx: Context, lines: list[tuple[str, SignalStat]]) -> GateResu
     for name, stat in lines:
         if stat.last_ts is not None:
             by_stream.setdefault(stat.stream, []).append((name, stat))
-    silent: list[tuple[str, SignalStat, float]] = []
+    # (signal, stat, quiet s, silence needed s, counted from a stated stall's start)
+    silent: list[tuple[str, SignalStat, float, float, bool]] = []
     grace = 120.0
     for stream_key, items in sorted(by_stream.items()):
         tail_ts = max(s.last_ts or 0.0 for _, s in items)
@@ -291,8 +292,11 @@ def _failing_tail(ctx: Context, lines: list[tuple[str, SignalStat]]) -> GateResu
         progress = ctx.progress_ts
         if progress is not None and progress > tail_ts + grace:
             continue  # the trainer stepped after it: a side process died, the job did not
-        quiet = now - max(stream_last, tail_ts)
-        if quiet < silence_needed:
+        quiet, needed = now - max(stream_last, tail_ts), silence_needed
+        stall = _engine_stall(ctx, stream_key, items, tail_ts, grace)
+        if stall is not None:
+            quiet, needed = stall
+        if quiet < needed:
             continue
         for name, stat in items:
             role = stat.role or "other"
@@ -300,28 +304,28 @@ def _failing_tail(ctx: Context, lines: list[tuple[str, SignalStat]]) -> GateResu
             role_last = ctx.progress_ts if role == roles.TRAINER else state.role_last_ts.get(role)
             if role_last is not None and role_last > tail_ts + grace:
                 continue  # that role made progress afterwards (elsewhere)
-            if role == roles.ENGINE and ctx.engines_generating:
+            if role == roles.ENGINE and ctx.engines_generating and stall is None:
                 continue  # other engines still generate: one engine's death is Gate B's business
             if (stat.last_ts or 0.0) >= tail_ts - 3600.0:
-                silent.append((name, stat, quiet))
+                silent.append((name, stat, quiet, needed, stall is not None))
     silent.sort(key=lambda x: (x[1].first_ts or x[1].last_ts or 0.0, x[0]))  # the first fault line leads
     if not silent:
         return None
     g = GateResult()
     g.facts.update(_poll_facts(ctx))
-    name, stat, quiet = silent[0]
-    hang = [(n, s) for n, s, _ in silent if ctx.catalog.decl(n) and ctx.catalog.decl(n).effect == "hang"]  # type: ignore[union-attr]
-    deaths = [(n, s) for n, s, _ in silent if (n, s) not in hang]
-    labels = sorted({ctx.catalog.label(n) for n, _, _ in silent})
-    g.facts.update(labels=labels, quiet_s=quiet, needed_s=silence_needed, role=stat.role or "other",
-                   stream=stat.stream, cadence_s=ctx.cadence_s)
+    name, stat, quiet, needed, stalled = silent[0]
+    hang = [(n, s) for n, s, *_ in silent if ctx.catalog.decl(n) and ctx.catalog.decl(n).effect == "hang"]  # type: ignore[union-attr]
+    deaths = [(n, s) for n, s, *_ in silent if (n, s) not in hang]
+    labels = sorted({ctx.catalog.label(n) for n, *_ in silent})
+    g.facts.update(labels=labels, quiet_s=quiet, needed_s=needed, role=stat.role or "other",
+                   stream=stat.stream, cadence_s=ctx.cadence_s, stalled=stalled)
     first = (hang or deaths)[0]
     # One cause restated in several lines (watchdog stuck, then "terminating") is one family.
     family = "hang_log" if hang else ctx.catalog.family(first[0])
     g.add(Code.HANG_LINE if hang else Code.DEATH_LINE, family, labels=labels,
-          count=sum(s.count for _, s, _ in silent))
+          count=sum(s.count for _, s, *_ in silent))
     g.add(Code.ROLE_SILENT, "progress_stall", quiet_s=quiet, role=stat.role or "other")
-    for _, s, _ in silent[:3]:
+    for _, s, *_ in silent[:3]:
         g.evidence.extend(s.evidence[-2:])
     idle_hosts, idle_ev = policy_gpus_idle(ctx)
     if idle_hosts:
@@ -337,6 +341,26 @@ def _failing_tail(ctx: Context, lines: list[tuple[str, SignalStat]]) -> GateResu
         g.status, g.job_status, g.escalate = "UNKNOWN", "UNKNOWN", True
         g.watch.append(("state_poll", {}))
     return g
+
+
+def _engine_stall(ctx: Context, stream_key: str, items: list[tuple[str, SignalStat]], tail_ts: float,
+                  grace: float) -> tuple[float, float] | None:
+    """(quiet s, needed s) for an engine whose tail is a hang line that stated its stall (SGLang's scheduler
+    watchdog: one forward batch has run `watchdog_timeout` s), when no engine has generated since the stall
+    began. Its silence then counts from the stall's start (or its last stats line, if later), not from the
+    watchdog line: the engine says it made no progress in between, so the failing tail need not wait a
+    trainer's cadence more. An engine stuck with work in flight is hung after `engine_stall_silent_s` (the
+    stats cadence is seconds; the trainer's cadence says nothing of it). None when another engine generated
+    after the stall began (one engine's stall is then Gate B's business) or no such line leads the tail."""
+    rec = ctx.state.stated_stalls.get(stream_key)
+    if rec is None or abs(rec[0] - tail_ts) > grace or not any(s.role == roles.ENGINE for _, s in items):
+        return None
+    since = rec[1]
+    engine_last = max((e.last_ts for e in ctx.state.engines.values() if e.last_ts is not None), default=None)
+    if engine_last is not None and engine_last > since + grace:
+        return None
+    quiet_from = since if engine_last is None else max(since, engine_last)
+    return ctx.now - quiet_from, ctx.t.engine_stall_silent_s
 
 
 def _cause_of(ctx: Context, hang: list[tuple[str, SignalStat]], deaths: list[tuple[str, SignalStat]],

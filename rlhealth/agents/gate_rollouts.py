@@ -46,7 +46,9 @@ def gate_c(ctx: Context) -> GateResult:
     rewards = [r for _, r in trials.rewards]
     turns = trials.turns
     avg_turns = exact_mean(turns) if turns else None
-    infra = {k: v for k, v in trials.exc_types.items() if is_infra_exception(k)}
+    # An exception is infra by its class, or by its message when the class is generic (fold_events.step_trial).
+    infra = {k: v if is_infra_exception(k) else trials.exc_infra.get(k, 0) for k, v in trials.exc_types.items()}
+    infra = {k: v for k, v in infra.items() if v}
     verifier = {k: v for k, v in trials.exc_types.items() if k in VERIFIER_EXCEPTIONS}
     infra_n, verifier_n = sum(infra.values()), sum(verifier.values())
     hour_ago = float(now) - t.completion_rate_window_s

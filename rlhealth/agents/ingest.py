@@ -524,6 +524,7 @@ def _apply_match(state: JobHealth, m: LineMatch, rest: str, prefixes, role: str,
     elif effect == "hang":
         _rank_progress(state, f, m.text, ts)
         _collective_stuck(state, f, ts, attempt, key)
+        _stated_stall(state, f, ts, key)
         if ts is not None and (key in state.hang_streams or len(state.hang_streams) < MAX_RANKS):
             state.hang_streams[key] = max(ts, state.hang_streams.get(key, ts))
     if sig == "python_exception":
@@ -565,6 +566,19 @@ def _collective_stuck(state: JobHealth, f: dict, ts: float | None, attempt: int 
     cur = state.collective_stuck
     if cur is None or ts > cur[0] or (ts == cur[0] and issued < cur[1]):
         state.collective_stuck = (ts, issued, attempt, key)
+
+
+def _stated_stall(state: JobHealth, f: dict, ts: float | None, key: str) -> None:
+    """A hang line that says for how long its process has been stuck (field `timeout_s`: a watchdog that
+    fires once one unit of work has run that long) dates when the stall began (gate_liveness reads it)."""
+    secs = to_float(f.get("timeout_s"))
+    if ts is None or secs is None or not secs > 0:
+        return
+    cur = state.stated_stalls.get(key)
+    if cur is None and len(state.stated_stalls) >= MAX_RANKS:
+        return
+    if cur is None or ts >= cur[0]:
+        state.stated_stalls[key] = (ts, ts - secs)
 
 
 _CHAIN_RE = re.compile(r"During handling of the above exception|The above exception was the direct cause")

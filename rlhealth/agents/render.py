@@ -198,8 +198,10 @@ def gate_summary(g: GateResult) -> str:
         head = "WEDGED" if g.status == "FAIL" else "probably dead or wedged"
         extra = "".join(f"; policy rank GPUs at 0 % util with memory resident ({', '.join(r.facts['hosts'][:2])})"
                         for r in g.reasons if r.code == Code.POLICY_GPUS_IDLE)
-        return (f"{head}: {_poll(f)}; {' + '.join(f['labels'])} from {role} ({f['stream']}), then nothing from that "
-                f"stream for {age(f['quiet_s'])} (beyond {age(f['needed_s'])}: the failing tail){extra}."
+        quiet = (f"no progress from that stream for {age(f['quiet_s'])}, counted from the stall the line dates"
+                 if f.get("stalled") else f"then nothing from that stream for {age(f['quiet_s'])}")
+        return (f"{head}: {_poll(f)}; {' + '.join(f['labels'])} from {role} ({f['stream']}), {quiet} "
+                f"(beyond {age(f['needed_s'])}: the failing tail){extra}."
                 + ("" if g.status == "FAIL" else " No scheduler view says the job is still running.") + _culprit(g))
     if c == Code.TRAINER_STALE:
         lent = "".join(f"; {_lent_progress(r.facts)}" for r in g.reasons if r.code == Code.PROGRESS_BEFORE_STUCK)

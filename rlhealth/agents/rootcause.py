@@ -88,6 +88,9 @@ def root_cause(ctx: Context) -> RootCause:
     tb = causal_traceback(state.tracebacks, attempt) or causal_traceback(state.tracebacks)
     if tb is not None:
         rc = traceback_cause(ctx, tb)
+        named = _named_by_a_line(ctx, tb) if tb.consequence else None
+        if named is not None:
+            rc = _signal_cause(ctx, RootCause(evidence=list(rc.evidence)), *named)
     errors = [a for a in state.sched.attempts if a[4]]
     if errors:
         last = errors[-1]
@@ -129,6 +132,31 @@ def _typed_cause(ctx: Context, attempt: int) -> tuple[str, SignalStat] | None:
         for name, stat in ctx.signals(effect, attempt):
             if stat.evidence:
                 return name, stat
+    return None
+
+
+# Causes that say that something died or hung, not why: a line declaring one of these does not explain a
+# consequence traceback (an actor death explained by an actor death).
+_REPORTED_DEATH_CAUSES = frozenset({"ray_death", "engine_dead", "rollout_server_dead", "nccl_hang"})
+
+
+def _named_by_a_line(ctx: Context, tb: TracebackRec) -> tuple[str, SignalStat] | None:
+    """When the causal traceback only reports a death elsewhere (an ActorDiedError, possibly inside a
+    RayTaskError), a line of the same attempt near it that names why a process died: an OOM kill, a hardware
+    fault, or a death whose declared cause is specific (a thread limit). Ray flushes a dying worker's own lines
+    after the driver's traceback, so the window reaches both ways."""
+    if tb.ts is None:
+        return None
+    for effect in ("oom", "hardware", "death"):
+        for name, stat in ctx.signals(effect, tb.attempt):
+            decl = ctx.catalog.decl(name)
+            if not stat.evidence or stat.last_ts is None or abs(stat.last_ts - tb.ts) > CAUSE_WINDOW_S:
+                continue
+            if effect == "hardware" and name in ("xid", "sxid"):
+                continue  # application Xids and NVSwitch notes are not a node failure by themselves
+            if effect == "death" and (decl is None or not decl.cause or decl.cause in _REPORTED_DEATH_CAUSES):
+                continue
+            return name, stat
     return None
 
 

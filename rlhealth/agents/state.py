@@ -156,6 +156,9 @@ class TrialStats(msgspec.Struct):
     completed_ts: list[int] = msgspec.field(default_factory=list)  # recent completion times, for the rate
     turns: list[int] = msgspec.field(default_factory=list)
     exc_types: dict[str, int] = msgspec.field(default_factory=dict)
+    # Of those, the ones whose message names an infrastructure failure (an infra rule matched it): a generic
+    # class (NotFoundError, RuntimeError) says nothing, 'Modal Sandbox with container ID ... not found' does.
+    exc_infra: dict[str, int] = msgspec.field(default_factory=dict)
     exc_examples: dict[str, Ev] = msgspec.field(default_factory=dict)
     completed_names: list[str] = msgspec.field(default_factory=list)  # recent, for de-duplication
     running_names: list[str] = msgspec.field(default_factory=list)
@@ -235,6 +238,9 @@ class JobHealth(msgspec.Struct):
     # The newest hang line that said how long its collective had been stuck ("ran for N milliseconds"):
     # (its time, the time the collective was issued, attempt, stream). No step of that group completed between.
     collective_stuck: tuple[float, float, int | None, str] | None = None
+    # Hang lines that said how long their process had been stuck (SGLang's scheduler watchdog fires once one
+    # forward batch has run `timeout_s`): stream -> (the line's time, when the stall began), newest per stream.
+    stated_stalls: dict[str, tuple[float, float]] = msgspec.field(default_factory=dict)
     # tqdm bars' clocks: (log, prefixes) key -> (the time we gave the bar's first line, its elapsed s); keyed by
     # the log's unrotated name, so a bar continues across its log's rotations (bar_clock.py)
     bars: dict[str, tuple[float, float]] = msgspec.field(default_factory=dict)

@@ -55,6 +55,8 @@ class Thresholds:
     # (MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks#128) or held requests through a weight update run in the
     # EngineCore (NVIDIA-NeMo/RL#3839): so KILL only past the longest recovery seen.
     engine_core_wait_hung_s: float = 1200.0
+    engine_stall_silent_s: float = 300.0     # an engine that said it is stuck (a watchdog's stated stall) and
+    #                                          from which no engine generated since: this long silent is hung
     starving_share_ratio: float = 0.7        # share of buckets with Waiting >> Running
     starving_span_s: float = 900.0
     floored_span_s: float = 600.0

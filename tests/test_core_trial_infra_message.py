@@ -1,0 +1,48 @@
+"""Gate C: a trial exception is infrastructure by its class or, when the class is generic, by its message.
+
+Real shape: scaleapi/vero#51/#58 (scenario modal_sandbox_outage_every_trial): every trial on Modal ended in
+NotFoundError ('Modal Sandbox with container ID ta-... not found'), RuntimeError ('FetchSpec failed: loading
+container: file does not exist') or Harbor's AddTestsDirError, reward 0 everywhere. The classes alone named no
+sandbox, so Gate C read 'all rewards zero but outputs coherent' and escalated instead of failing on infra.
+"""
+
+from __future__ import annotations
+
+from rlhealth.agents.failures import is_infra_exception
+from rlhealth.runtime import build_core
+from tests.corekit import Job
+
+MODAL_GONE = "Modal Sandbox with container ID ta-01K0R3Q8ZP4MN2V7XJ5B6C9DEFG not found"
+IMAGE = "FetchSpec failed: loading container: file does not exist"
+
+
+def _job() -> Job:
+    return Job(build_core()).spec().states(0, 60).steps(0, 60)
+
+
+def test_verifier_file_transfer_errors_are_infra_classes() -> None:
+    """Harbor's verifier could not copy the tests into the sandbox (or results out): the fork files both under
+    INFRASTRUCTURE, and the thread's census reads AddTestsDirError as 'sandbox died, seen from the verifier'."""
+    assert is_infra_exception("AddTestsDirError")
+    assert is_infra_exception("DownloadVerifierDirError")
+    assert not is_infra_exception("NotFoundError") and not is_infra_exception("RuntimeError")
+
+
+def test_generic_classes_with_sandbox_messages_fail_gate_c_on_infra() -> None:
+    job = _job()
+    job.trials(30, 4, reward=0.0, exception="NotFoundError", message=MODAL_GONE, prefix="a")
+    job.trials(40, 4, reward=0.0, exception="RuntimeError", message=IMAGE, prefix="b")
+    job.trials(50, 4, reward=0.0, exception="AddTestsDirError",
+               message="Failed to add tests directory to environment.", prefix="c")
+    v = job.judge(58)
+    assert (v.verdict, v.gates.C.status) == ("KILL", "FAIL")
+    assert v.gates.C.codes[0] == "C.infra_failures"
+
+
+def test_generic_class_with_a_task_message_is_not_infra() -> None:
+    """The same class with a message about the task's own files is the agent's business, not the sandbox's."""
+    job = _job()
+    job.trials(30, 6, reward=0.0, exception="NotFoundError", message="File /app/output.txt not found", prefix="a")
+    job.trials(45, 6, reward=0.0, exception="RuntimeError", message="assertion in user code", prefix="b")
+    v = job.judge(58)
+    assert v.gates.C.codes[0] != "C.infra_failures"
