@@ -335,7 +335,7 @@ def _engines(ctx: Context, g: GateResult, eager: bool | None) -> GateResult:
         g.add(Code.ENGINE_NO_STATS, "progress_stall", engines=hung[:3])
         g.facts["n"] = len(hung)
         if pinned:
-            # the engine's own GPUs: a step stuck in a collective or kernel spins them, an idle engine leaves them at 0 %
+            # the engine's own GPUs: a step stuck in a collective or kernel spins them, an idle one leaves them at 0 %
             g.facts["pinned"] = pinned[0][1]
             g.add(Code.ENGINE_GPUS_PINNED, "gpu_poll", **pinned[0][1])
         if waiting:
