@@ -315,26 +315,40 @@ def _engines(ctx: Context, g: GateResult, eager: bool | None) -> GateResult:
         g.facts.update(gen=worst[1], running=worst[2], n=len(floored), total=len(per), span_s=worst[4])
         engine_evidence(state, g, [p[0] for p in floored])
         return g
-    # Hung: a 0 tok/s line with requests Running, then no stats for vLLM's own step limit while the log is seen
-    # to flow: another engine logged later, or the engine's own EngineCore kept saying it waits on its workers.
-    hung = [eid for eid, eng in state.engines.items()
-            if eid in ctx.engines_recent and eng.last_running > 0 and eng.last_gen == 0 and eng.last_ts is not None
-            and now - eng.last_ts > t.engine_hung_silent_s and ctx.latest_engine_ts
-            and ctx.latest_engine_ts - eng.last_ts > t.engine_hung_behind_s]
+    # Silent: a 0 tok/s line with requests Running, then no stats for vLLM's own step limit while another engine is
+    # seen to log later. vLLM prints the same two things for an engine stuck in a step and for one left idle after
+    # its requests were aborted (a stale Running count: vllm-project/vllm#22545, #29928), which RL rollouts do
+    # (partial rollouts, per-request time budgets, agent timeouts closing the request), so the silence alone is
+    # not a hang: hung with its own EngineCore waiting on its workers since (vLLM >= 0.11 prints that only while a
+    # call to them has not returned) or its own GPUs pinned; with neither it escalates (`silent_engines`).
     stuck = stalled_on_workers(ctx)
-    waited_out = [(eid, f) for eid, f in stuck if f["waited_s"] >= t.engine_core_wait_hung_s]
-    if (hung or waited_out) and ctx.state.sched.state != "pending":
-        hung += [eid for eid, _ in waited_out if eid not in hung]
+    stuck_ids = {eid for eid, _ in stuck}
+    silent = silent_engines(ctx)
+    pinned = [(eid, gpu) for eid, gpu in silent if gpu is not None and gpu["pinned"]]
+    waiting = [(eid, f) for eid, f in stuck
+               if f["waited_s"] >= t.engine_core_wait_hung_s or any(eid == e for e, _ in silent)]
+    silent = [(eid, gpu) for eid, gpu in silent if eid not in stuck_ids and (gpu is None or not gpu["pinned"])]
+    if (pinned or waiting) and ctx.state.sched.state != "pending":
+        hung = [eid for eid, _ in pinned] + [eid for eid, _ in waiting if eid not in dict(pinned)]
         g.status, g.code, g.cause = "FAIL", Code.ENGINE_HUNG, "engine_hung"
         g.add(Code.ENGINE_ZERO_THEN_SILENT, "engine_throughput", engines=hung[:3])
         g.add(Code.ENGINE_NO_STATS, "progress_stall", engines=hung[:3])
         g.facts["n"] = len(hung)
-        if waited_out:
-            # the engine's own lines: one wait on its workers outlived any stall seen to end (independent of its stats)
-            g.facts["stall"] = dict(waited_out[0][1], limit_s=t.engine_core_wait_hung_s)
-            g.add(Code.ENGINE_CORE_WAITING, "hang_log", **waited_out[0][1])
+        if pinned:
+            # the engine's own GPUs: a step stuck in a collective or kernel spins them, an idle one leaves them at 0 %
+            g.facts["pinned"] = pinned[0][1]
+            g.add(Code.ENGINE_GPUS_PINNED, "gpu_poll", **pinned[0][1])
+        if waiting:
+            # the engine's own lines: its EngineCore waits on its workers, either past any stall seen to end by
+            # itself, or while another engine's lines show the log flows past its silence
+            w = waiting[0][1]
+            if w["waited_s"] >= t.engine_core_wait_hung_s:
+                g.facts["stall"] = dict(w, limit_s=t.engine_core_wait_hung_s)
+            g.add(Code.ENGINE_CORE_WAITING, "hang_log", **w)
         engine_evidence(state, g, hung)
-        if waited_out:
+        if pinned:
+            g.evidence.append(_pinned_evidence(ctx, pinned[0][1]))
+        if waiting:
             _wait_evidence(state, g)
         return g
     idle = resident_idle_engines(ctx)
@@ -358,6 +372,17 @@ def _engines(ctx: Context, g: GateResult, eager: bool | None) -> GateResult:
                                          "hung_s": t.engine_core_wait_hung_s}))
         engine_evidence(state, g, [e for e, _ in stuck])
         _wait_evidence(state, g)
+        return g
+    if silent and ctx.state.sched.state != "pending":
+        # Silent with requests Running and nothing to tell a hang from an engine idle after aborts: escalate, and say
+        # what settles it (its stats again, its GPUs, a timeout line, or the trainer going stale in Gate A).
+        eid, gpu = silent[0]
+        eng = state.engines[eid]
+        g.status, g.code, g.escalate = "UNKNOWN", Code.ENGINE_SILENT, True
+        g.facts["silent"] = {"n": len(silent), "engine": eid, "running": eng.last_running,
+                             "stats_silent_s": now - (eng.last_ts or now), "gpu": gpu}
+        g.watch.append(("engine_silent", {"polls": t.engine_hung_pinned_polls, "util": t.spin_util_pct}))
+        engine_evidence(state, g, [e for e, _ in silent])
         return g
     silent_for = now - ctx.latest_engine_ts if ctx.latest_engine_ts is not None else 0.0
     if silent_for > t.engine_quiet_s or all(p[2] == 0 and p[3] == 0 and p[1] == 0 for p in per):
@@ -421,6 +446,74 @@ def stalled_on_workers(ctx: Context) -> list[tuple[str, dict]]:
                           "waited_s": waited, "stats_silent_s": ctx.now - eng.last_ts}))
     out.sort(key=lambda x: -x[1]["waited_s"])
     return out
+
+
+def silent_engines(ctx: Context) -> list[tuple[str, dict | None]]:
+    """Engines whose newest stats line had requests Running at 0.0 generation tok/s and that printed none for
+    `engine_hung_silent_s` while another engine logged `engine_hung_behind_s` later (the log flows), with what the
+    polls of the engine's own GPU host show since that line (`_own_gpus`).
+
+    Why not hung on that alone: vLLM logs an interval at INFO unless it and the one before had zero throughput,
+    from the newest scheduler stats it received; a step that never returns sends none, and neither does an engine
+    whose requests were all aborted, since no step runs after the abort (vllm-project/vllm#29928: stats stale until
+    a step runs; vllm-project/vllm#22545: 'Running: 106 reqs' at 0.0 tok/s after a load test's aborts). Both print
+    one 0.0 line with the old Running count, then nothing at INFO. RL frameworks abort requests on an engine
+    while others go on (verl-project/verl#4453 abort_all_requests per replica, verl-project/verl#6866 one request
+    over its time budget, THUDM/slime#2 partial rollouts), and the next batch is not sent until the slowest
+    engine's share ends."""
+    state, now, t = ctx.state, ctx.now, ctx.t
+    latest = ctx.latest_engine_ts
+    out: list[tuple[str, dict | None]] = []
+    for eid, eng in state.engines.items():
+        if (eid in ctx.engines_recent and eng.last_running > 0 and eng.last_gen == 0
+                and eng.last_ts is not None and now - eng.last_ts > t.engine_hung_silent_s and latest
+                and latest - eng.last_ts > t.engine_hung_behind_s):
+            out.append((eid, _own_gpus(ctx, eid)))
+    return out
+
+
+def _own_gpus(ctx: Context, eid: str) -> dict | None:
+    """The polls of the silent engine's own GPU host since its 0.0 line: pinned when every GPU read at least
+    `spin_util_pct` on each of at least `engine_hung_pinned_polls` polls, idle when none read above
+    `gpu_idle_util_pct`. A step stuck in a collective or a kernel keeps its GPUs at full utilisation (NCCL spins
+    waiting for a peer: vllm-project/vllm#14449 'hangs with both GPUs at max utilization', vllm-project/vllm#8087
+    'GPU-Util 100%' while stuck); an engine with no step to run leaves them at 0 %. None when the host is unknown,
+    not an engine-only host (a colocated trainer computes on the same GPUs), another engine on it logged since
+    (its work would explain the utilisation), or no poll came since; engines whose host is unknown are not
+    counted as its neighbours. Not while the trainer is in a weight sync (a broadcast busies the engines' GPUs)."""
+    state, t = ctx.state, ctx.t
+    eng = state.engines[eid]
+    if not eng.host or eng.last_ts is None or state.trainer.in_weight_sync_since is not None:
+        return None
+    hosts = [h for h, gh in state.gpus.items() if gh.role == "engine" and _same_host(h, eng.host)]
+    if len(hosts) != 1:
+        return None
+    host = hosts[0]
+    if any(e is not eng and e.host and _same_host(host, e.host) and e.last_ts is not None and e.last_ts > eng.last_ts
+           for e in state.engines.values()):
+        return None
+    polls = [(ts, rs) for ts, rs in state.gpus[host].polls if ts > eng.last_ts]
+    utils = [r[1] for _, rs in polls for r in rs if r[1] is not None]
+    if not polls or not utils:
+        return None
+    powers = [r[4] for _, rs in polls for r in rs if r[4] is not None]
+    return {"host": host, "polls": len(polls), "util_min": min(utils), "util_max": max(utils),
+            "power_w": statistics.median(powers) if powers else None,
+            "pinned": len(polls) >= t.engine_hung_pinned_polls and min(utils) >= t.spin_util_pct
+            and all(r[1] is not None for _, rs in polls for r in rs),
+            "idle": max(utils) <= t.gpu_idle_util_pct}
+
+
+def _same_host(a: str, b: str) -> bool:
+    return a == b or a in b or b in a
+
+
+def _pinned_evidence(ctx: Context, gpu: dict) -> Ev:
+    ts, rs = ctx.state.gpus[gpu["host"]].polls[-1]
+    cells = ", ".join(f"GPU{i} {u:.0f}%" + (f" {w:.0f} W" if w is not None else "")
+                      for i, u, _, _, w in rs[:4] if u is not None)
+    return Ev(ts, f"gpu/{gpu['host']}", f"{gpu['host']}: {cells} ({gpu['polls']} polls since the engine's last stats "
+                                        f"line, utilisation never below {gpu['util_min']:.0f}%)")
 
 
 def _wait_evidence(state: JobHealth, g: GateResult) -> None:

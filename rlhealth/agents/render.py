@@ -267,8 +267,28 @@ def gate_summary(g: GateResult) -> str:
         waited = (f", its EngineCore waiting on its workers for {age(stall['waited_s'])} by its own lines "
                   f"(past {age(stall['limit_s'])}: longer than stalls seen to end by themselves, and vLLM's own step "
                   f"limit ended nothing)" if stall else "")
-        return (f"{f['n']} engine(s) printed 0.0 tok/s with Running > 0 and then went silent{waited}; "
+        pin = f.get("pinned")
+        pinned = (f", its GPUs on {pin['host']} at {pin['util_min']:.0f}% util or more on all {pin['polls']} polls "
+                  f"since (a step stuck in a collective or kernel; an engine idle after aborted requests sits at 0 %)"
+                  if pin else "")
+        return (f"{f['n']} engine(s) printed 0.0 tok/s with Running > 0 and then went silent{pinned}{waited}; "
                 f"{_shape(f['shape'])}")
+    if c == Code.ENGINE_SILENT:
+        s = f["silent"]
+        gpu = s["gpu"]
+        if gpu is None:
+            seen = "no GPU poll of its own host since (host unknown, shared or not polled)"
+        elif gpu["idle"]:
+            seen = (f"its GPUs on {gpu['host']} idle since ({gpu['util_max']:.0f}% util at most over {gpu['polls']} "
+                    f"poll(s)): idle, or stuck off the GPU")
+        else:
+            seen = (f"its GPUs on {gpu['host']} at {gpu['util_min']:.0f}-{gpu['util_max']:.0f}% util over "
+                    f"{gpu['polls']} poll(s) since, not yet pinned")
+        return (f"{s['n']} engine(s) silent with requests Running: the newest stats line of {s['engine']}, "
+                f"{age(s['stats_silent_s'])} ago, had Running {s['running']:.0f} at 0.0 tok/s, and none since while "
+                f"other engines log; {seen}. Not a KILL on that alone: an engine whose requests were aborted prints "
+                f"the same (a stale Running count, no step runs, the idle intervals go to DEBUG), and no run of its "
+                f"EngineCore's waits on its workers was seen; {_shape(f['shape'])}")
     if c == Code.ENGINE_STALLED:
         s = f["stall"]
         return (f"engine stalled on its workers: its newest stats line, {age(s['stats_silent_s'])} ago, had Running "
@@ -372,6 +392,8 @@ _REASON = {
     Code.EAGER_ON: lambda f: "enforce_eager=true (CUDA graphs off)",
     Code.ENGINE_ZERO_THEN_SILENT: lambda f: "engine reported 0 tok/s with requests Running",
     Code.ENGINE_CORE_WAITING: lambda f: f"its EngineCore waiting on its workers for {age(f['waited_s'])}",
+    Code.ENGINE_GPUS_PINNED: lambda f: (f"its GPUs on {f['host']} pinned at {f['util_min']:.0f}%+ util on "
+                                        f"{f['polls']} polls since"),
     Code.ENGINE_DEATH_LINE: lambda f: f["label"],
     Code.ENGINE_NO_STATS: lambda f: "engine stats stopped (or never started)",
     Code.SLOW_SIGNAL: lambda f: _SLOW[f["kind"]](f).split(" (")[0],
@@ -421,6 +443,12 @@ _WATCH: dict[str, Any] = {
                                + f"a stats line again (recovered), or 'RPC call to ... timed out' / EngineDeadError "
                                f"or its EngineCore still waiting past {age(f['hung_s'])} (hung → KILL); meanwhile "
                                f"dump the EngineCore and worker stacks (py-spy dump --pid) while it is stuck"),
+    "engine_silent": lambda f: ("the silent engine: a stats line again (it was idle after aborted requests and is fed "
+                                "again); its host's GPUs at >= " f"{f['util']:.0f}% util on {f['polls']} polls "
+                                "(a stuck step → hung, KILL) or at 0 %; an EngineCore wait on its workers, 'RPC call "
+                                "to ... timed out' or EngineDeadError; or the trainer going stale waiting on its "
+                                "requests (Gate A). Meanwhile nvidia-smi on its host and py-spy dump of the engine "
+                                "process say which"),
     "engine_requests": lambda f: ("engine stats lines (vLLM's throughput line, SGLang's 'Decode batch') with "
                                   "requests running again once rollouts dispatch"),
     "engine_stats": lambda f: ("engine stats lines on every engine (vLLM's 'Avg generation throughput', SGLang's "

@@ -49,6 +49,10 @@ class Thresholds:
     engine_hung_silent_s: float = 300.0
     engine_hung_behind_s: float = 120.0      # ... the log flowing: another engine logged this much later, or
     engine_stall_waits: int = 2              # ... its own EngineCore printed this many 60-s waits on its workers
+    # ... and hung (not an engine idle with a stale Running count after aborts, vllm-project/vllm#22545) when its own
+    # GPUs read at least spin_util_pct on this many polls since its last stats line: a stuck step spins them, an
+    # idle engine leaves them at 0 %. Two, so one poll caught in a burst of other work on the host does not decide.
+    engine_hung_pinned_polls: int = 2
     # Hung on its EngineCore's waits alone (no stats, no timeout line): vLLM's own 300 s limit ends a stuck step
     # with 'RPC call ... timed out' / EngineDeadError, which Gate A reads as a death; waits past that mean the
     # limit was raised or absent, and such waits have ended by themselves after up to 15 min
