@@ -132,13 +132,16 @@ def test_the_idle_engine_fed_again_generates() -> None:
 
 
 @pytest.mark.parametrize(("waits", "minute", "expected"), [
-    (2, ZERO_AT + 2.2, STALLED),  # within vLLM's step limit: the stall rule escalates
-    (5, ZERO_AT + 5.2, HUNG),     # silent past it, its EngineCore still waiting, while the other engine generates
+    (2, ZERO_AT + 2.2, STALLED),   # within vLLM's step limit: the stall rule escalates
+    (5, ZERO_AT + 5.2, STALLED),   # past it: the other engine generating says nothing more about this one's waits
+    (12, ZERO_AT + 12.2, STALLED),  # 10 min behind the newest engine, yet no ghost: its own EngineCore still prints
+    (21, ZERO_AT + 21.2, HUNG),    # one wait past engine_core_wait_hung_s, as for a job of one engine
 ])
 def test_its_own_engine_core_waits_corroborate_the_silence(waits: int, minute: float, expected: str) -> None:
     """vLLM >= 0.11: its EngineCore prints the wait only while a call to its workers has not returned, which an
-    engine idle after aborts does not make. (Kept at vLLM's step limit as before: past ~10 min behind the newest
-    engine an engine is dropped as a respawned ghost, so the stall rule's 20 min would never come.)"""
+    engine idle after aborts does not make. The same limits as with one engine (tests/test_core_engine_stall.py):
+    such waits have ended by themselves after up to 15 min; an engine whose EngineCore keeps printing is no
+    respawned engine's ghost however long its stats are silent."""
     job = _job(minute)
     for k in range(waits):
         m = ZERO_AT + 50 / 60 + k

@@ -9,7 +9,7 @@ from datetime import datetime
 from rlhealth.agents.progress_time import progress_time
 from rlhealth.agents.recheck import Recheck
 from rlhealth.agents.signals import Catalog
-from rlhealth.agents.state import JobHealth, SignalStat, TracebackRec
+from rlhealth.agents.state import EngineState, JobHealth, SignalStat, TracebackRec
 from rlhealth.agents.thresholds import DEFAULT, Thresholds
 from rlhealth.agents.throughput import Floor, ThroughputTable
 
@@ -116,7 +116,8 @@ def build_context(state: JobHealth, now_dt: datetime, table: ThroughputTable, ca
     engines_recent: dict[str, list[EngineBucket]] = {}
     if latest_engine_ts is not None:
         for eid, eng in state.engines.items():
-            if eng.last_ts is None or eng.last_ts < latest_engine_ts - t.engine_ghost_s:
+            if eng.last_ts is None or (eng.last_ts < latest_engine_ts - t.engine_ghost_s
+                                       and not _core_still_waiting(state, eng, latest_engine_ts - t.engine_ghost_s)):
                 continue  # a respawned engine's ghost
             window = [s for s in eng.samples if s[0] >= latest_engine_ts - t.engine_window_s]
             if window:
@@ -161,3 +162,11 @@ def blindness(state: JobHealth, now: float, t: Thresholds = DEFAULT) -> str | No
     if silent and len(silent) == len(state.shippers):
         return ", ".join(sorted(silent)[:3])
     return None
+
+
+def _core_still_waiting(state: JobHealth, eng: EngineState, since: float) -> bool:
+    """Has the engine's own EngineCore printed waits on its workers since its last stats line, the newest after
+    `since`? Then its process is alive and stuck, not a respawned engine's ghost (Gate B judges it stalled or hung
+    however long its stats are silent)."""
+    run = state.core_waits.get(eng.core) if eng.core else None
+    return run is not None and run[0] > (eng.last_ts or 0.0) and run[1] >= since

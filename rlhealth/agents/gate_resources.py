@@ -325,8 +325,8 @@ def _engines(ctx: Context, g: GateResult, eager: bool | None) -> GateResult:
     stuck_ids = {eid for eid, _ in stuck}
     silent = silent_engines(ctx)
     pinned = [(eid, gpu) for eid, gpu in silent if gpu is not None and gpu["pinned"]]
-    waiting = [(eid, f) for eid, f in stuck
-               if f["waited_s"] >= t.engine_core_wait_hung_s or any(eid == e for e, _ in silent)]
+    # (another engine logging past its silence adds nothing to its own waits: the same limit as for one engine)
+    waiting = [(eid, f) for eid, f in stuck if f["waited_s"] >= t.engine_core_wait_hung_s]
     silent = [(eid, gpu) for eid, gpu in silent if eid not in stuck_ids and (gpu is None or not gpu["pinned"])]
     if (pinned or waiting) and ctx.state.sched.state != "pending":
         hung = [eid for eid, _ in pinned] + [eid for eid, _ in waiting if eid not in dict(pinned)]
@@ -339,11 +339,9 @@ def _engines(ctx: Context, g: GateResult, eager: bool | None) -> GateResult:
             g.facts["pinned"] = pinned[0][1]
             g.add(Code.ENGINE_GPUS_PINNED, "gpu_poll", **pinned[0][1])
         if waiting:
-            # the engine's own lines: its EngineCore waits on its workers, either past any stall seen to end by
-            # itself, or while another engine's lines show the log flows past its silence
+            # the engine's own lines: its EngineCore waits on its workers past any stall seen to end by itself
             w = waiting[0][1]
-            if w["waited_s"] >= t.engine_core_wait_hung_s:
-                g.facts["stall"] = dict(w, limit_s=t.engine_core_wait_hung_s)
+            g.facts["stall"] = dict(w, limit_s=t.engine_core_wait_hung_s)
             g.add(Code.ENGINE_CORE_WAITING, "hang_log", **w)
         engine_evidence(state, g, hung)
         if pinned:
