@@ -7,6 +7,7 @@ for a frozen trainer (the colocated-engine deception).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import lru_cache
 
 from rlhealth.agents.normalize import Prefix
@@ -106,14 +107,7 @@ def generation_of_pod(pod: str | None) -> int | None:
 @lru_cache(maxsize=4096)  # pure; an engine prints the same prefixes on every stats line
 def engine_identity(prefixes: tuple[Prefix, ...], label: str | None, stream: str | None = None) -> str:
     """Every Ray-launched engine prints "Engine 000", so the process prefix is part of the identity."""
-    parts = []
-    if stream and not any(p.name.startswith("pod/") for p in prefixes):
-        parts.append(stream)
-    for p in prefixes:
-        if p.name.startswith("pod/"):
-            parts.append(p.name.split("/")[1] if "/" in p.name else p.name)
-        elif p.pid is not None:
-            parts.append(f"{p.name} pid={p.pid}" + (f" ip={p.ip}" if p.ip else ""))
+    parts = _where(prefixes, stream, lambda name: True)
     if label:
         parts.append(label)
     return " | ".join(parts) or "engine"
@@ -127,15 +121,21 @@ _ENGINE_LABEL_RE = re.compile(r"^Engine (\d+)$")
 
 
 def _core_base(prefixes: tuple[Prefix, ...], stream: str | None) -> str:
+    return " | ".join(_where(prefixes, stream,
+                             lambda name: not _FRONTEND_RE.match(name) and not _ENGINE_CORE_RE.match(name)))
+
+
+def _where(prefixes: tuple[Prefix, ...], stream: str | None, keep: Callable[[str], bool]) -> list[str]:
+    """Where a line comes from: its pod (else its stream), then each process prefix with a pid that `keep` takes."""
     parts = []
     if stream and not any(p.name.startswith("pod/") for p in prefixes):
         parts.append(stream)
     for p in prefixes:
         if p.name.startswith("pod/"):
             parts.append(p.name.split("/")[1] if "/" in p.name else p.name)
-        elif p.pid is not None and not _FRONTEND_RE.match(p.name) and not _ENGINE_CORE_RE.match(p.name):
+        elif p.pid is not None and keep(p.name):
             parts.append(f"{p.name} pid={p.pid}" + (f" ip={p.ip}" if p.ip else ""))
-    return " | ".join(parts)
+    return parts
 
 
 @lru_cache(maxsize=4096)
