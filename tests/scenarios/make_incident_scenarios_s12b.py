@@ -226,6 +226,7 @@ def build_openrlhf_remote_rm_refused_terminal(root: Path):
     t_init = at("19:51:24")
     log.add(t_init, f"(LLMRayActor pid=92465) init_process_group: master_address=0.0.0.0, master_port=39033,  rank=1, "
                     "world_size=9, group_name=openrlhf")
+    real = [rebase(ln, ("03-11 ", "11-20 ")) for ln in real]  # vLLM-style stamps carry the month and day only
     log.add(t_init + S(0.3), real[0])
     log.add(t_init + S(1), "(ActorModelRayActor pid=92468) ")
     # the first rollout: the vLLM progress bar (2 min 09 s, as pasted) then the reward requests are refused
@@ -277,7 +278,7 @@ def build_openrlhf_remote_rm_refused_terminal(root: Path):
                     "'Exception: Request error for 5 times ...', the empty ActorModelRayActor line, 'make_experience:   0%"
                     "', the 19:53:41 '[repeated 15x across cluster]' line, Ray's 'Job ... failed' banner and the "
                     "'Status message' line",
-                    "date rebased (03-11 kept in vLLM-style stamps: the pasted lines carry no year); the Status message "
+                    "date rebased 03-11 -> 11-20 in the month-day stamps (times kept); the Status message "
                     "line is cut in the stored excerpt after 'truncated to 20,000 ch' and completed with 'aracters):'; "
                     "the four refused requests between 19:53:37 and 19:53:40 repeat the 19:53:36 text with new object "
                     "addresses; the traceback head (train_ppo_ray.py -> ray.get -> RayTaskError) is reconstructed"),
@@ -309,8 +310,7 @@ def build_ckpt_save_watchdog_restart_recovered(root: Path):
             + state_rows(start1 + S(40), now - S(25), 300, rng, pods=1, attempt=1, max_retries=2, attempts=prior))
     cap.state_jsonl(rows)
     cap.job_json("ace-train-era5-1deg-0218", model_info("ACE2 (SFNO climate emulator)", 0.45),
-                 ("H100-80GB-SXM", 8, 1), {"num_inference_engines": 0, "engine_tp": 1, "engine_ep": 1,
-                                           "colocated": False},
+                 ("H100-80GB-SXM", 8, 1), {"colocated": False},
                  max_retries=2, new="first long run of the 1-degree ERA5 config")
     real = excerpt("ace-851_ckpt_save_then_allreduce_watchdog")
     log = Log()
