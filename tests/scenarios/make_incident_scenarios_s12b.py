@@ -24,7 +24,6 @@ from _lib import Capture, Log, gpu_uuids, model_info, ray_pfx, run_builders, sta
 from make_incident_scenarios import DAY, M, S, add_block, at, incident_capture, rebase
 from make_real_scenarios import excerpt, verl_step_line
 
-
 ROOT = Path(__file__).resolve().parent
 
 
@@ -224,7 +223,7 @@ def build_openrlhf_remote_rm_refused_terminal(root: Path):
         log.add(tk, f"(LLMRayActor pid={pid}) INFO {tk:%m-%d %H:%M:%S} model_runner.py:1562] Graph capturing finished "
                     f"in {14 + rng.random() * 4:.0f} secs, took 0.{rng.randint(20, 60)} GiB")
     t_init = at("19:51:24")
-    log.add(t_init, f"(LLMRayActor pid=92465) init_process_group: master_address=0.0.0.0, master_port=39033,  rank=1, "
+    log.add(t_init, "(LLMRayActor pid=92465) init_process_group: master_address=0.0.0.0, master_port=39033,  rank=1, "
                     "world_size=9, group_name=openrlhf")
     real = [rebase(ln, ("03-11 ", "11-20 ")) for ln in real]  # vLLM-style stamps carry the month and day only
     log.add(t_init + S(0.3), real[0])
