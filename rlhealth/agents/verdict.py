@@ -373,8 +373,17 @@ def apply_source_notes(v: Verdict, notes: list[tuple[str, str, str]]) -> Verdict
     if not updates:
         return v
     gates = v.gates.model_copy(update=updates)
+    # The reasoning opens with the gate statuses it was written from; a PASS taken back here must not stay
+    # 'PASS' in the sentence the text block heads with (WHY) while the gate below it reads UNKNOWN.
+    said, now = _statuses_sentence(v.gates), _statuses_sentence(gates)
+    reasoning = now + v.reasoning[len(said):] if v.reasoning.startswith(said) else v.reasoning
     confidence = v.confidence
     if v.verdict == "NO-KILL" and v.job_status != "TERMINAL" and confidence == "high" and any(
             getattr(gates, k).status == "UNKNOWN" for k in "ABC"):
         confidence = "medium"
-    return v.model_copy(update={"gates": gates, "confidence": confidence})
+    return v.model_copy(update={"gates": gates, "confidence": confidence, "reasoning": reasoning})
+
+
+def _statuses_sentence(gates: Gates) -> str:
+    """The 'Gates: A PASS, B UNKNOWN, C UNKNOWN.' sentence a NO-KILL reasoning starts with."""
+    return "Gates: " + ", ".join(f"{k} {getattr(gates, k).status}" for k in "ABC") + "."
