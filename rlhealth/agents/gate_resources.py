@@ -569,6 +569,15 @@ def _gpu_view(ctx: Context, g: GateResult) -> GateResult:
         elif max(utils) > t.gpu_idle_util_pct:
             busy.append(host)
     if idle_engine_hosts and state.trainer.in_weight_sync_since is None:
+        warm = _warming_up(ctx)
+        if warm is not None:
+            # bring-up, not an engine that should be generating: the seed's early-bring-up NO-KILL
+            g.status, g.code = "UNKNOWN", Code.ENGINES_WARMING_UP
+            g.facts.update(hosts=idle_engine_hosts, since_s=now - warm.first_ts if warm.first_ts else None,
+                           last_s=now - warm.last_ts if warm.last_ts else None)
+            g.evidence.extend(warm.evidence[-1:])
+            g.watch.append(("engine_warmup", {"fresh_s": t.engine_warmup_fresh_s}))
+            return g
         g.status, g.escalate, g.code = "UNKNOWN", True, Code.ENGINE_GPUS_IDLE
         g.facts["hosts"] = idle_engine_hosts
         g.watch.append(("engine_stats", {}))
@@ -582,6 +591,20 @@ def _gpu_view(ctx: Context, g: GateResult) -> GateResult:
         return g
     g.status, g.code = "UNKNOWN", Code.B_NO_VIEW
     return g
+
+
+def _warming_up(ctx: Context) -> SignalStat | None:
+    """The newest engine warm-up signal seen within `engine_warmup_fresh_s`, unless an engine said it was ready
+    after it (then the warm-up is over and explains nothing)."""
+    since = ctx.now - ctx.t.engine_warmup_fresh_s
+    warm = [stat for _, stat in ctx.signals("engine_warmup", since=since) if stat.last_ts is not None]
+    if not warm:
+        return None
+    newest = max(warm, key=lambda s: s.last_ts or 0.0)
+    ready = [stat.last_ts for _, stat in ctx.signals("engine_up") if stat.last_ts is not None]
+    if ready and max(ready) > (newest.last_ts or 0.0):
+        return None
+    return newest
 
 
 def fail_slow(ctx: Context) -> list[tuple[str, dict]]:

@@ -65,6 +65,7 @@ class Code(StrEnum):
     FAIL_SLOW = "B.fail_slow"
     GENERATING = "B.generating"
     ENGINE_GPUS_IDLE = "B.engine_gpus_idle_no_stats"
+    ENGINES_WARMING_UP = "B.engines_warming_up"
     GPUS_BUSY = "B.gpus_busy_no_stats"
     B_NO_VIEW = "B.no_view"
     # Gate B supporting reasons

@@ -316,6 +316,11 @@ def gate_summary(g: GateResult) -> str:
     if c == Code.ENGINE_GPUS_IDLE:
         return (f"engine GPUs on {', '.join(f['hosts'][:2])} hold memory at ~0% util across 3 polls and no engine "
                 f"stats lines (vLLM or SGLang) were seen: engines loaded but not generating?")
+    if c == Code.ENGINES_WARMING_UP:
+        since = f", warming up for {age(f['since_s'])} so far" if f.get("since_s") is not None else ""
+        return (f"engine GPUs on {', '.join(f['hosts'][:2])} hold memory at ~0% util with no engine stats line yet, "
+                f"but the engine is still warming up (its newest warm-up line {age(f['last_s'] or 0.0)} ago{since}: "
+                f"weights loading, kernels compiling or CUDA graphs capturing): bring-up, not an idle engine")
     if c == Code.GPUS_BUSY:
         return (f"no engine stats lines (vLLM or SGLang), but GPUs busy (utilisation and power) on "
                 f"{len(f['hosts'])} host(s); no OOM; {_eager(f.get('eager'))}")
@@ -451,6 +456,9 @@ _WATCH: dict[str, Any] = {
                                 "process say which"),
     "engine_requests": lambda f: ("engine stats lines (vLLM's throughput line, SGLang's 'Decode batch') with "
                                   "requests running again once rollouts dispatch"),
+    "engine_warmup": lambda f: (f"the engine's warm-up ending in an engine stats line; warm-up lines stopping for "
+                                f"{age(f['fresh_s'])} with no stats line → engines loaded but not generating "
+                                "(escalate)"),
     "engine_stats": lambda f: ("engine stats lines on every engine (vLLM's 'Avg generation throughput', SGLang's "
                                "'Decode batch ... gen throughput')"),
     "throughput_floor": lambda f: (f"aggregate generation throughput falling below ~{f['floor']:,.0f} tok/s per busy "

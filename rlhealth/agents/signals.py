@@ -38,6 +38,7 @@ CONSUMERS: dict[str, str] = {
     "engine_stats": "ingest: per-engine throughput buckets (Gate B)",
     "engine_pressure": "Gate B: starvation corroboration",
     "engine_up": "Gate B: engines resident but not generating",
+    "engine_warmup": "Gate B: engine GPUs resident at 0 % while their engine still warms up are its bring-up",
     "config": "ingest: enforce_eager / CUDA graphs (Gate B floor)",
     "engine_wait": "ingest: an EngineCore's run of waits on its workers (Gate B: read against its requests in flight)",
     "weight_sync": "ingest: weight-sync window (idle GPUs exempt)",
@@ -57,7 +58,8 @@ REQUIRED_KEYS = ("role", "family", "effect", "label")
 # packs' documentation of where a line counts stays true to the core (benign lines may name none).
 EFFECT_GATES: dict[str, frozenset[str]] = {
     "progress": frozenset("A"), "activity": frozenset("A"), "engine_stats": frozenset("B"),
-    "engine_pressure": frozenset("B"), "engine_up": frozenset("B"), "config": frozenset("B"),
+    "engine_pressure": frozenset("B"), "engine_up": frozenset("B"), "engine_warmup": frozenset("B"),
+    "config": frozenset("B"),
     "engine_wait": frozenset("B"), "weight_sync": frozenset("B"), "death": frozenset("A"), "hang": frozenset("A"),
     "fallout": frozenset("A"), "oom": frozenset("B"), "hardware": frozenset("B"), "infra": frozenset("AC"),
     "trial_summary": frozenset("C"), "verifier": frozenset("C"), "benign": frozenset(),

@@ -71,6 +71,9 @@ class Thresholds:
     gpu_poll_fresh_s: float = 1800.0
     gpu_idle_util_pct: float = 5.0           # "0 %" with decode burstiness allowed for
     gpu_engine_idle_util_pct: float = 1.0
+    # An engine's warm-up line (weight shards loading, kernels JIT-compiling, CUDA graphs capturing) this recent
+    # explains its GPUs resident at 0 %: those phases print a bar line every few seconds to minutes
+    engine_warmup_fresh_s: float = 600.0
     gpu_resident_mem_ratio: float = 0.1      # memory held: more than 10 % of the card
     gpu_idle_polls: int = 3                  # "across several polls"
     spin_util_pct: float = 90.0              # collectives spinning: util pinned high ...
