@@ -503,7 +503,13 @@ def _own_gpus(ctx: Context, eid: str) -> dict | None:
 
 
 def _same_host(a: str, b: str) -> bool:
-    return a == b or a in b or b in a
+    """One name contains the other as a whole name part ('node-1' in 'node-1.cluster.local' or 'slug-1-abc-0'), not
+    as a prefix of a longer number: 'pod-1' is not 'pod-10', whose engine's lines would otherwise explain away (or
+    be read as) pod-1's GPUs."""
+    if a == b:
+        return True
+    short, long_ = (a, b) if len(a) < len(b) else (b, a)
+    return bool(short) and re.search(rf"(?<![A-Za-z0-9]){re.escape(short)}(?![A-Za-z0-9])", long_) is not None
 
 
 def _pinned_evidence(ctx: Context, gpu: dict) -> Ev:
