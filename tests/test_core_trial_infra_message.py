@@ -54,7 +54,7 @@ def test_a_passthrough_class_is_never_infra_by_its_message() -> None:
     """AgentTimeoutError is a Harbor passthrough that healthy runs show (the seed's Gate C), and a weak early
     policy times out on every trial with reward 0 after many turns. Whatever sandbox text its message carries
     (here Modal's function timeout, which an infra rule matches), the agent ran out of time: no infra FAIL
-    (before: KILL on C.infra_failures)."""
+    (before: Gate C FAIL on C.infra_failures; the verdict a KILL when the trials also record 0 turns)."""
     job = _job()
     for i in range(8):
         name = f"t-{i}__abc{i}"
