@@ -159,3 +159,17 @@ def test_the_silent_engine_is_dropped_as_a_ghost_after_ten_minutes() -> None:
     is no longer judged, so the escalation lasts from vLLM's step limit to then; GPU polls after it decide nothing."""
     job = _job(ZERO_AT + 11)
     assert _b(job, ZERO_AT + 11)[2] not in (SILENT, HUNG)
+
+
+def test_an_engine_on_a_host_whose_name_extends_this_ones_is_not_its_neighbour() -> None:
+    """B decodes on pod-10, A is stuck on pod-1 with its GPUs pinned: 'pod-1' is a prefix of 'pod-10' but not the
+    same host, so B's lines explain nothing of pod-1's utilisation (before: unconfirmed, the hang escalated only)."""
+    job = _job(ZERO_AT + 6, b_host="pod-10")
+    _polls(job, "pod-1", (ZERO_AT + 2, ZERO_AT + 5.5), 100.0)
+    assert _b(job, ZERO_AT + 6) == ("KILL", "FAIL", HUNG)
+
+
+def test_a_qualified_name_is_the_same_host() -> None:
+    job = _job(ZERO_AT + 6, b_host="pod-1.cluster.local")
+    _polls(job, "pod-1", (ZERO_AT + 2, ZERO_AT + 5.5), 100.0)
+    assert _b(job, ZERO_AT + 6) == ("NO-KILL", "UNKNOWN", SILENT)

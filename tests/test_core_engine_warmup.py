@@ -12,6 +12,8 @@ from __future__ import annotations
 import pytest
 
 from rlhealth.runtime import build_core
+from rlhealth.schemas import LogBatch
+from rlhealth.schemas.common import Source
 from tests.corekit import Job, at, vllm_ts
 
 WARMING, IDLE = "B.engines_warming_up", "B.engine_gpus_idle_no_stats"
@@ -65,3 +67,35 @@ def test_an_engine_ready_after_its_warmup_leaves_the_idle_gpus_unexplained() -> 
 def test_without_warmup_lines_resident_idle_gpus_escalate() -> None:
     job = _job(0)  # no warm-up line at all
     assert _b(job, 41)[0] == IDLE
+
+
+def _two_pods(warm_host: str) -> Job:
+    """pod-1 resident at 0 % from minute 6 and polled; the engine on `warm_host` prints a weight-loading bar every
+    30 s from minute 20 and never says it is ready; pod-1's engine said it was ready at minute 8."""
+    job = Job(build_core()).spec(geometry={"num_inference_engines": 2, "engine_tp": 8,
+                                           "engine_pods": ["pod-1", "pod-2"], "policy_pods": ["pod-0"]})
+    job.states(0, 60)
+    job.events.append(LogBatch(job_id=job.job_id, event_time=at(8), source=Source(stream="logs/pod-1.log", host="pod-1"),
+                               lines=[f"INFO {vllm_ts(at(8))} [api_server.py:1880] Starting vLLM API server 0 on "
+                                      "http://0.0.0.0:8000"]))
+    for m in range(6, 60, 2):
+        job.gpu(m, "pod-1", 0.0)
+    m = 20.0
+    while m < 60:
+        job.events.append(LogBatch(job_id=job.job_id, event_time=at(m),
+                                   source=Source(stream=f"logs/{warm_host}.log", host=warm_host),
+                                   lines=[f"INFO {vllm_ts(at(m))} [gpu_model_runner.py:1] Starting to load model",
+                                          LINES["vllm_shards"]]))
+        m += 0.5
+    return job
+
+
+def test_another_engines_warmup_does_not_explain_an_idle_engine_that_was_ready() -> None:
+    """pod-2's replacement engine loads its weights for 40 min; pod-1's engine was ready at minute 8 and has sat
+    idle since: that still escalates (before: 'warming up' for as long as pod-2 kept loading, no escalation)."""
+    assert _b(_two_pods("pod-2"), 50) == (IDLE, "NO-KILL", True)
+
+
+def test_its_own_warmup_after_its_ready_line_explains_it() -> None:
+    """pod-1's own engine restarted and loads its weights again: bring-up, as with one engine."""
+    assert _b(_two_pods("pod-1"), 50) == (WARMING, "NO-KILL", False)

@@ -61,3 +61,24 @@ def test_another_engine_generating_after_the_stall_keeps_the_tail_quiet() -> Non
     v = _job(other_engine_until=72.0).judge(72.2)
     assert v.gates.A.codes[0] != "A.wedged_failing_tail"
     assert v.gates.A.status != "FAIL"
+
+
+def test_a_soft_watchdog_states_no_stall() -> None:
+    """SGLang's soft watchdog (--soft-watchdog-timeout; 'self.soft=True') only dumps stacks: the server is not
+    taken down and the batch may still finish. Its line stays a hang line judged on the trainer's cadence, not a
+    wedge 40 s later (before: KILL on the same timeline as the hard watchdog above)."""
+    job = Job(build_core()).spec().states(0, 80).steps(0, 60)
+    _decode(job, 61, 66.5, "logs/sglang-0.log")
+    job.log(71.5, [f"[{at(71.5):%Y-%m-%d %H:%M:%S} TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, "
+                   "self.soft=True)"], stream="logs/sglang-0.log")
+    v = job.judge(72.2)
+    assert (v.verdict, v.gates.A.status) == ("NO-KILL", "PASS")
+
+
+def test_the_hard_watchdog_line_with_its_soft_flag_still_states_its_stall() -> None:
+    job = Job(build_core()).spec().states(0, 80).steps(0, 60)
+    _decode(job, 61, 66.5, "logs/sglang-0.log")
+    job.log(71.5, [f"[{at(71.5):%Y-%m-%d %H:%M:%S} TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, "
+                   "self.soft=False)"], stream="logs/sglang-0.log")
+    v = job.judge(72.2)
+    assert (v.verdict, v.gates.A.codes[0]) == ("KILL", "A.wedged_failing_tail")

@@ -46,6 +46,20 @@ def test_a_transient_failure_with_retries_left_waits_for_the_retry(core) -> None
     assert v.verdict == "NO-KILL" and v.escalate
 
 
+def test_the_hub_refusing_a_download_is_transient_too(core) -> None:
+    """'[Errno 111] Connection refused' from huggingface.co is the Hub flake the retry wrapper catches
+    (hf_resolution), not a service of the job that nothing listens on (service_unreachable): before, that class
+    won and the traceback with retries left was a KILL."""
+    job = Job(core).spec(max_retries=2).states(0, 75, every=1)
+    job.steps(0, 60)
+    _crash(job, 60.5, "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', port=443): "
+                      "Max retries exceeded with url: /api/models/Qwen/Qwen2.5-7B-Instruct/revision/main (Caused by "
+                      "NewConnectionError('<urllib3.connection.HTTPSConnection object at 0x7f12>: Failed to establish "
+                      "a new connection: [Errno 111] Connection refused'))")
+    v = job.judge(75)
+    assert v.verdict == "NO-KILL" and v.escalate
+
+
 def test_an_unstamped_line_takes_the_shippers_time_not_an_older_text_stamp(core) -> None:
     """A replay rebases `ts` but not the text: the traceback body must not land months in the past."""
     state = core.new_state("job-1")

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from rlhealth.agents.failures import is_infra_exception
 from rlhealth.runtime import build_core
-from tests.corekit import Job
+from rlhealth.schemas import TrialEvent
+from tests.corekit import Job, at
 
 MODAL_GONE = "Modal Sandbox with container ID ta-01K0R3Q8ZP4MN2V7XJ5B6C9DEFG not found"
 IMAGE = "FetchSpec failed: loading container: file does not exist"
@@ -46,3 +47,24 @@ def test_generic_class_with_a_task_message_is_not_infra() -> None:
     job.trials(45, 6, reward=0.0, exception="RuntimeError", message="assertion in user code", prefix="b")
     v = job.judge(58)
     assert v.gates.C.codes[0] != "C.infra_failures"
+
+
+
+def test_a_passthrough_class_is_never_infra_by_its_message() -> None:
+    """AgentTimeoutError is a Harbor passthrough that healthy runs show (the seed's Gate C), and a weak early
+    policy times out on every trial with reward 0 after many turns. Whatever sandbox text its message carries
+    (here Modal's function timeout, which an infra rule matches), the agent ran out of time: no infra FAIL
+    (before: Gate C FAIL on C.infra_failures; the verdict a KILL when the trials also record 0 turns)."""
+    job = _job()
+    for i in range(8):
+        name = f"t-{i}__abc{i}"
+        job.events.append(TrialEvent(job_id=job.job_id, event_time=at(30 + i), phase="started", trial_name=name,
+                                     task_name="t"))
+        job.events.append(TrialEvent(
+            job_id=job.job_id, event_time=at(45 + i), phase="completed", trial_name=name, task_name="t",
+            reward=0.0, exception_type="AgentTimeoutError", assistant_turns=24,
+            exception_message=f"Task's current input in-wrd5Ktt6HmXMgu9T6pyhA{i} hit its timeout of 900s",
+            output_samples=["I will list the files with ls -la and then grep for the pattern."]))
+    v = job.judge(58)
+    assert v.gates.C.codes[0] != "C.infra_failures"
+    assert v.verdict == "NO-KILL"

@@ -54,14 +54,15 @@ _CLASS_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("thread_limit", re.compile(r"thread: Resource temporarily unavailable|pthread_create failed: Resource "
                                 r"temporarily unavailable|thread_resource_error|can't start new thread|"
                                 r"fork: (?:retry: )?Resource temporarily unavailable", re.I)),
-    # An HTTP client refused by a service it needs (a remote reward model, a rollout server): nothing listens there.
-    # urllib3's '[Errno 111] Connection refused' and OpenRLHF's remote-RM give-up; not torch's rendezvous socket.
-    ("service_unreachable", re.compile(r"\[Errno 111\] Connection refused|"
-                                       r"Request error for \d+ times, returning None")),
     ("nccl_hang", re.compile(r"watchdog|NCCL|DistBackendError|collective operation timeout", re.I)),
     ("image_pull", re.compile(r"ImagePullBackOff|ErrImagePull", re.I)),
     ("hf_resolution", re.compile(r"huggingface|HFValidationError|RepositoryNotFound|LocalEntryNotFound|"
                                  r"HTTPError: 5\d\d", re.I)),
+    # An HTTP client refused by a service it needs (a remote reward model, a rollout server): nothing listens there.
+    # urllib3's '[Errno 111] Connection refused' and OpenRLHF's remote-RM give-up; not torch's rendezvous socket.
+    # After hf_resolution: the Hub refusing a download is that transient class (the retry wrapper's business).
+    ("service_unreachable", re.compile(r"\[Errno 111\] Connection refused|"
+                                       r"Request error for \d+ times, returning None")),
     ("preempted", re.compile(r"preempt|evict|NodeLost|node.*(drain|lost)", re.I)),
     ("ray_death", re.compile(r"ActorDiedError|RayActorError|worker died|SYSTEM_ERROR", re.I)),
     ("engine_dead", re.compile(r"EngineDeadError|EngineCore encountered", re.I)),

@@ -503,7 +503,13 @@ def _own_gpus(ctx: Context, eid: str) -> dict | None:
 
 
 def _same_host(a: str, b: str) -> bool:
-    return a == b or a in b or b in a
+    """One name contains the other as a whole name part ('node-1' in 'node-1.cluster.local' or 'slug-1-abc-0'), not
+    as a prefix of a longer number: 'pod-1' is not 'pod-10', whose engine's lines would otherwise explain away (or
+    be read as) pod-1's GPUs."""
+    if a == b:
+        return True
+    short, long_ = (a, b) if len(a) < len(b) else (b, a)
+    return bool(short) and re.search(rf"(?<![A-Za-z0-9]){re.escape(short)}(?![A-Za-z0-9])", long_) is not None
 
 
 def _pinned_evidence(ctx: Context, gpu: dict) -> Ev:
@@ -569,7 +575,7 @@ def _gpu_view(ctx: Context, g: GateResult) -> GateResult:
         elif max(utils) > t.gpu_idle_util_pct:
             busy.append(host)
     if idle_engine_hosts and state.trainer.in_weight_sync_since is None:
-        warm = _warming_up(ctx)
+        warm = _warming_up(ctx, idle_engine_hosts)
         if warm is not None:
             # bring-up, not an engine that should be generating: the seed's early-bring-up NO-KILL
             g.status, g.code = "UNKNOWN", Code.ENGINES_WARMING_UP
@@ -593,9 +599,12 @@ def _gpu_view(ctx: Context, g: GateResult) -> GateResult:
     return g
 
 
-def _warming_up(ctx: Context) -> SignalStat | None:
+def _warming_up(ctx: Context, hosts: list[str]) -> SignalStat | None:
     """The newest engine warm-up signal seen within `engine_warmup_fresh_s`, unless an engine said it was ready
-    after it (then the warm-up is over and explains nothing)."""
+    after it (then the warm-up is over and explains nothing), when it explains every one of the idle `hosts`: each
+    has a warm-up line of its own that recent with no ready line of its own since, or a recent warm-up line came
+    from no known host (then, as with one engine, it may be any). Another engine's warm-up (a replacement loading
+    its weights) says nothing of an engine that was ready and sits idle."""
     since = ctx.now - ctx.t.engine_warmup_fresh_s
     warm = [stat for _, stat in ctx.signals("engine_warmup", since=since) if stat.last_ts is not None]
     if not warm:
@@ -604,6 +613,14 @@ def _warming_up(ctx: Context) -> SignalStat | None:
     ready = [stat.last_ts for _, stat in ctx.signals("engine_up") if stat.last_ts is not None]
     if ready and max(ready) > (newest.last_ts or 0.0):
         return None
+    phases = ctx.state.engine_phase
+    anon = phases.get("", (None, None))[0]
+    if anon is not None and anon >= since:
+        return newest
+    for host in hosts:
+        if not any(w is not None and w >= since and (up is None or up < w) and _same_host(key, host)
+                   for key, (w, up) in phases.items() if key):
+            return None
     return newest
 
 

@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Sequence
 
 from rlhealth.agents.context import Context
-from rlhealth.agents.failures import VERIFIER_EXCEPTIONS, is_infra_exception
+from rlhealth.agents.failures import BENIGN_EXCEPTIONS, VERIFIER_EXCEPTIONS, is_infra_exception
 from rlhealth.agents.reasons import Code, Culprit, GateResult, Why
 from rlhealth.agents.state import Ev
 
@@ -46,8 +46,11 @@ def gate_c(ctx: Context) -> GateResult:
     rewards = [r for _, r in trials.rewards]
     turns = trials.turns
     avg_turns = exact_mean(turns) if turns else None
-    # An exception is infra by its class, or by its message when the class is generic (fold_events.step_trial).
-    infra = {k: v if is_infra_exception(k) else trials.exc_infra.get(k, 0) for k, v in trials.exc_types.items()}
+    # An exception is infra by its class, or by its message when the class is generic (fold_events.step_trial);
+    # never a passthrough (AgentTimeoutError, ContextLengthExceededError): those appear in healthy runs whatever
+    # text the sandbox put in them, and a weak early policy times out on every trial.
+    infra = {k: v if is_infra_exception(k) else 0 if k in BENIGN_EXCEPTIONS else trials.exc_infra.get(k, 0)
+             for k, v in trials.exc_types.items()}
     infra = {k: v for k, v in infra.items() if v}
     verifier = {k: v for k, v in trials.exc_types.items() if k in VERIFIER_EXCEPTIONS}
     infra_n, verifier_n = sum(infra.values()), sum(verifier.values())

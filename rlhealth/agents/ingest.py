@@ -521,6 +521,8 @@ def _apply_match(state: JobHealth, m: LineMatch, rest: str, prefixes, role: str,
         code = as_int(f.get("xid"))
         if code is not None and ts is not None:
             push_capped(state.xids, (ts, batch.source.host or key, code, ev.text), MAX_TRACEBACKS)
+    elif effect in ("engine_warmup", "engine_up"):
+        _engine_phase(state, effect == "engine_up", roles.pod_of(prefixes) or batch.source.host or "", ts)
     elif effect == "hang":
         _rank_progress(state, f, m.text, ts)
         _collective_stuck(state, f, ts, attempt, key)
@@ -566,6 +568,19 @@ def _collective_stuck(state: JobHealth, f: dict, ts: float | None, attempt: int 
     cur = state.collective_stuck
     if cur is None or ts > cur[0] or (ts == cur[0] and issued < cur[1]):
         state.collective_stuck = (ts, issued, attempt, key)
+
+
+def _engine_phase(state: JobHealth, ready: bool, host: str, ts: float | None) -> None:
+    """The newest warm-up and ready line of the engine(s) on `host` (gate_resources._warming_up reads them)."""
+    cur = state.engine_phase.get(host)
+    if ts is None or (cur is None and len(state.engine_phase) >= MAX_RANKS):
+        return
+    warm, up = cur if cur is not None else (None, None)
+    if ready:
+        up = ts if up is None else max(up, ts)
+    else:
+        warm = ts if warm is None else max(warm, ts)
+    state.engine_phase[host] = (warm, up)
 
 
 def _stated_stall(state: JobHealth, f: dict, ts: float | None, key: str) -> None:

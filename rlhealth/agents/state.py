@@ -241,6 +241,9 @@ class JobHealth(msgspec.Struct):
     # Hang lines that said how long their process had been stuck (SGLang's scheduler watchdog fires once one
     # forward batch has run `timeout_s`): stream -> (the line's time, when the stall began), newest per stream.
     stated_stalls: dict[str, tuple[float, float]] = msgspec.field(default_factory=dict)
+    # Engine bring-up per host (the line's pod, else its source host; "" when neither is known): host -> (its newest
+    # warm-up line, its newest ready line). A warm-up explains idle GPUs of its own host only (gate_resources).
+    engine_phase: dict[str, tuple[float | None, float | None]] = msgspec.field(default_factory=dict)
     # tqdm bars' clocks: (log, prefixes) key -> (the time we gave the bar's first line, its elapsed s); keyed by
     # the log's unrotated name, so a bar continues across its log's rotations (bar_clock.py)
     bars: dict[str, tuple[float, float]] = msgspec.field(default_factory=dict)
