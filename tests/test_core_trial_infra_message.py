@@ -68,3 +68,14 @@ def test_a_passthrough_class_is_never_infra_by_its_message() -> None:
     v = job.judge(58)
     assert v.gates.C.codes[0] != "C.infra_failures"
     assert v.verdict == "NO-KILL"
+
+
+def test_a_specific_class_quoting_the_tasks_output_is_not_infra_by_it() -> None:
+    """NonZeroAgentExitCodeError carries the agent's stdout; a task that itself runs docker prints the daemon's
+    error, which an infra rule matches. The class says the agent's command failed: no infra FAIL by its message."""
+    job = _job()
+    job.trials(30, 8, reward=0.0, exception="NonZeroAgentExitCodeError", prefix="a",
+               message="Agent exited with code 125. stdout: docker: Error response from daemon: failed to create "
+                       "task for container: failed to create shim task: OCI runtime create failed")
+    v = job.judge(58)
+    assert v.gates.C.codes[0] != "C.infra_failures"

@@ -31,6 +31,16 @@ INFRA_EXCEPTIONS = frozenset({
 INFRA_EXCEPTION_PREFIXES = ("Daytona",)
 INFRA_EXCEPTION_PARTS = ("Sandbox", "Auth")
 
+# Trial exception classes that do not say who failed (a builtin, an SDK's catch-all or per-status class): only
+# these are read by their message as well (a sandbox provider's text in it makes them infra). A specific class
+# keeps its own meaning whatever its message quotes: NonZeroAgentExitCodeError carries the agent's stdout,
+# which may itself print a docker or sandbox error from the task.
+GENERIC_EXCEPTIONS = frozenset({
+    "Exception", "RuntimeError", "OSError", "IOError", "TimeoutError", "NotFoundError", "HTTPError",
+    "HTTPStatusError", "ClientError", "APIError", "APIStatusError", "InternalError", "InternalServerError",
+    "ServiceUnavailableError", "RemoteError", "ExecutionError", "InvalidError", "ConflictError",
+})
+
 VERIFIER_EXCEPTIONS = frozenset({
     "VerifierTimeoutError", "VerifierError", "VerifierOutputParseError", "RewardFileNotFoundError",
 })

@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Sequence
 
 from rlhealth.agents.context import Context
-from rlhealth.agents.failures import BENIGN_EXCEPTIONS, VERIFIER_EXCEPTIONS, is_infra_exception
+from rlhealth.agents.failures import GENERIC_EXCEPTIONS, VERIFIER_EXCEPTIONS, is_infra_exception
 from rlhealth.agents.reasons import Code, Culprit, GateResult, Why
 from rlhealth.agents.state import Ev
 
@@ -46,10 +46,10 @@ def gate_c(ctx: Context) -> GateResult:
     rewards = [r for _, r in trials.rewards]
     turns = trials.turns
     avg_turns = exact_mean(turns) if turns else None
-    # An exception is infra by its class, or by its message when the class is generic (fold_events.step_trial);
-    # never a passthrough (AgentTimeoutError, ContextLengthExceededError): those appear in healthy runs whatever
-    # text the sandbox put in them, and a weak early policy times out on every trial.
-    infra = {k: v if is_infra_exception(k) else 0 if k in BENIGN_EXCEPTIONS else trials.exc_infra.get(k, 0)
+    # An exception is infra by its class, or by its message when the class is generic (GENERIC_EXCEPTIONS;
+    # fold_events.step_trial): never a passthrough (AgentTimeoutError, ContextLengthExceededError), which healthy
+    # runs show whatever text the sandbox put in them, nor a specific class quoting the task's own output.
+    infra = {k: v if is_infra_exception(k) else trials.exc_infra.get(k, 0) if k in GENERIC_EXCEPTIONS else 0
              for k, v in trials.exc_types.items()}
     infra = {k: v for k, v in infra.items() if v}
     verifier = {k: v for k, v in trials.exc_types.items() if k in VERIFIER_EXCEPTIONS}
