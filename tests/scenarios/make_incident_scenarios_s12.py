@@ -39,7 +39,7 @@ from _lib import (
 from _tasks import EASY, coherent_turns
 from make_incident_scenarios import DAY, M, S, add_block, at, incident_capture, rebase
 from make_real_scenarios import excerpt, h100_busy, verl_step_line
-from make_scenarios import generator_group_lines, skyrl_async_step
+from make_scenarios import generator_group_lines, skyrl_zero_reward_steps
 
 ROOT = Path(__file__).resolve().parent
 
@@ -278,15 +278,7 @@ def build_modal_sandbox_outage_every_trial(root: Path):
     out = Log()
     P = ray_pfx("skyrl_entrypoint", 6120, "10.52.7.21")
     RC = [ray_pfx("RolloutCoordinator", p, "10.52.7.21") for p in (6201, 6202, 6203, 6204)]
-    t, step = start + M(9), 1
-    while True:
-        te = skyrl_async_step(out, P, t, step, buf_s=300 + rng.random() * 60, fwd_s=40 + rng.random() * 8,
-                              train_s=95 + rng.random() * 15, sync_s=14 + rng.random() * 3, reward=0.0, pass_at=0.0,
-                              total_steps=200)
-        if te is None or te > now:
-            break
-        t, step = te, step + 1
-    out.items = [it for it in out.items if it[0] <= now - S(4)]
+    skyrl_zero_reward_steps(out, P, start + M(9), now, rng, buf_s=(300, 60))
     k, tg = 0, start + M(7)
     while tg < now - S(20):
         rc = RC[k % 4]

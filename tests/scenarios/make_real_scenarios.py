@@ -48,7 +48,7 @@ from _lib import (
     write_trial,
 )
 from _tasks import EASY, coherent_turns
-from make_scenarios import generator_group_lines, skyrl_async_step
+from make_scenarios import generator_group_lines, skyrl_async_step, skyrl_zero_reward_steps
 
 ROOT = Path(__file__).resolve().parent
 EXCERPTS = ROOT / "real_excerpts"
@@ -1081,15 +1081,7 @@ def build_daytona_disk_cap_every_trial(root: Path):
     out = Log()
     P = ray_pfx("skyrl_entrypoint", 5120, "10.52.3.14")
     RC = [ray_pfx("RolloutCoordinator", p, "10.52.3.14") for p in (5201, 5202, 5203, 5204)]
-    t, step = start + M(8), 1
-    while True:
-        te = skyrl_async_step(out, P, t, step, buf_s=140 + rng.random() * 40, fwd_s=40 + rng.random() * 8,
-                              train_s=95 + rng.random() * 15, sync_s=14 + rng.random() * 3, reward=0.0, pass_at=0.0,
-                              total_steps=200)
-        if te is None or te > now:
-            break
-        t, step = te, step + 1
-    out.items = [it for it in out.items if it[0] <= now - S(4)]
+    skyrl_zero_reward_steps(out, P, start + M(8), now, rng, buf_s=(140, 40))
     k, tg = 0, start + M(6)
     while tg < now - S(20):
         rc = RC[k % 4]

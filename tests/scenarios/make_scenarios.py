@@ -62,6 +62,20 @@ def M(x: float) -> timedelta:
 # ============================================================== SkyRL helpers
 
 
+def skyrl_zero_reward_steps(log: Log, pfx: str, t0, now, rng, buf_s: tuple[float, float]) -> None:
+    """Fully-async SkyRL steps from t0 training on zero reward (every trial failed), the last one ending before
+    `now`; lines of the step in progress at `now` stop 4 s before it. `buf_s`: the buffer wait's base and spread."""
+    t, step = t0, 1
+    while True:
+        te = skyrl_async_step(log, pfx, t, step, buf_s=buf_s[0] + rng.random() * buf_s[1], fwd_s=40 + rng.random() * 8,
+                              train_s=95 + rng.random() * 15, sync_s=14 + rng.random() * 3, reward=0.0, pass_at=0.0,
+                              total_steps=200)
+        if te is None or te > now:
+            break
+        t, step = te, step + 1
+    log.items = [it for it in log.items if it[0] <= now - S(4)]
+
+
 def skyrl_async_step(log: Log, pfx: str, t0, step: int, *, buf_s: float, fwd_s: float, train_s: float, sync_s: float,
                      reward: float, pass_at: float, total_steps: int, color: bool = True, stop_after: str | None = None,
                      resp_len: float = 3000.0):
