@@ -347,7 +347,7 @@ def _engines(ctx: Context, g: GateResult, eager: bool | None) -> GateResult:
         if pinned:
             g.evidence.append(_pinned_evidence(ctx, pinned[0][1]))
         if waiting:
-            _wait_evidence(state, g)
+            _wait_evidence(ctx, g)
         return g
     idle = resident_idle_engines(ctx)
     if idle:
@@ -369,7 +369,7 @@ def _engines(ctx: Context, g: GateResult, eager: bool | None) -> GateResult:
         g.watch.append(("engine_stall", {"left_s": max(t.engine_hung_silent_s - facts["waited_s"], 0.0),
                                          "hung_s": t.engine_core_wait_hung_s}))
         engine_evidence(state, g, [e for e, _ in stuck])
-        _wait_evidence(state, g)
+        _wait_evidence(ctx, g)
         return g
     if silent and ctx.state.sched.state != "pending":
         # Silent with requests Running and nothing to tell a hang from an engine idle after aborts: escalate, and say
@@ -496,7 +496,7 @@ def _own_gpus(ctx: Context, eid: str) -> dict | None:
         return None
     powers = [r[4] for _, rs in polls for r in rs if r[4] is not None]
     return {"host": host, "polls": len(polls), "util_min": min(utils), "util_max": max(utils),
-            "power_w": statistics.median(powers) if powers else None,
+            "power_w": _median(powers) if powers else None,
             "pinned": len(polls) >= t.engine_hung_pinned_polls and min(utils) >= t.spin_util_pct
             and all(r[1] is not None for _, rs in polls for r in rs),
             "idle": max(utils) <= t.gpu_idle_util_pct}
@@ -520,10 +520,10 @@ def _pinned_evidence(ctx: Context, gpu: dict) -> Ev:
                                         f"line, utilisation never below {gpu['util_min']:.0f}%)")
 
 
-def _wait_evidence(state: JobHealth, g: GateResult) -> None:
-    stat = state.signals.get("benign_shm_wait")
-    if stat is not None and stat.evidence:
-        g.evidence.append(stat.evidence[-1])
+def _wait_evidence(ctx: Context, g: GateResult) -> None:
+    """The newest wait line (the catalogue's engine_wait signals) as the stall's evidence."""
+    for _, stat in ctx.signals("engine_wait")[:1]:
+        g.evidence.extend(stat.evidence[-1:])
 
 
 def resident_idle_engines(ctx: Context) -> list[tuple[str, Ev]]:
@@ -600,11 +600,12 @@ def _gpu_view(ctx: Context, g: GateResult) -> GateResult:
 
 
 def _warming_up(ctx: Context, hosts: list[str]) -> SignalStat | None:
-    """The newest engine warm-up signal seen within `engine_warmup_fresh_s`, unless an engine said it was ready
-    after it (then the warm-up is over and explains nothing), when it explains every one of the idle `hosts`: each
-    has a warm-up line of its own that recent with no ready line of its own since, or a recent warm-up line came
-    from no known host (then, as with one engine, it may be any). Another engine's warm-up (a replacement loading
-    its weights) says nothing of an engine that was ready and sits idle."""
+    """The newest engine warm-up signal seen within `engine_warmup_fresh_s`, if it explains every idle host in
+    `hosts`; None when an engine said it was ready after it (the warm-up is over) or some idle host is unexplained.
+
+    A host is explained by a warm-up line of its own that recent with no ready line of its own since, or by any
+    recent warm-up line from no known host (as with one engine, it may be that host's). Another engine's warm-up
+    (a replacement loading its weights) says nothing of an engine that was ready and sits idle."""
     since = ctx.now - ctx.t.engine_warmup_fresh_s
     warm = [stat for _, stat in ctx.signals("engine_warmup", since=since) if stat.last_ts is not None]
     if not warm:
